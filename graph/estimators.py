@@ -26,11 +26,28 @@ Estimator = Callable[[TurnRows, AdvantageConfig], tuple[jax.Array, Diagnostics]]
 ESTIMATORS: dict[str, Estimator] = {}
 
 
+def in_canonical_row_order(fn: Estimator) -> Estimator:
+    """Runs ``fn`` on the rows sorted by (group, trajectory, turn), padding last, and returns the
+    advantages in the caller's order. Float sums then never depend on the order rows arrive in, so a
+    permutation of the rows permutes the advantages bit for bit."""
+
+    @functools.wraps(fn)
+    def wrapped(rows: TurnRows, config: AdvantageConfig) -> tuple[jax.Array, Diagnostics]:
+        order = jnp.lexsort((rows.turn, rows.traj, rows.group, ~rows.row_mask))
+        sorted_rows = jax.tree_util.tree_map(lambda field: field[order], rows)
+        advantage, diagnostics = fn(sorted_rows, config)
+        return jnp.zeros_like(advantage).at[order].set(advantage), diagnostics
+
+    return wrapped
+
+
 def register_estimator(name: str) -> Callable[[Estimator], Estimator]:
+    """Registers an estimator under ``name``; it always sees its rows in canonical order."""
+
     def register(fn: Estimator) -> Estimator:
         if name in ESTIMATORS:
             raise ValueError(f"estimator {name!r} is already registered")
-        ESTIMATORS[name] = fn
+        ESTIMATORS[name] = in_canonical_row_order(fn)
         return fn
 
     return register

@@ -60,7 +60,7 @@ def validate_rows(rows: Mapping[str, Any]) -> dict[str, np.ndarray]:
         if array.dtype != bool:
             bad = np.flatnonzero((array != 0) & (array != 1))
             if bad.size:
-                raise ValueError(f"rows[{name!r}][{bad[0]}] = {array[bad[0]]!r}: expected a boolean")
+                raise ValueError(f"rows[{name!r}][{bad[0]}] = {array[bad[0]].item()!r}: expected a boolean")
         fields[name] = array.astype(bool)
     reward = fields["env_reward"]
     if not np.issubdtype(reward.dtype, np.number) or reward.dtype == bool:
@@ -76,7 +76,7 @@ def validate_rows(rows: Mapping[str, Any]) -> dict[str, np.ndarray]:
         rows_bad = np.flatnonzero(bad)
         if rows_bad.size:
             r = rows_bad[0]
-            raise ValueError(f"rows[{name!r}][{r}] = {fields[name][r]!r} is not allowed"
+            raise ValueError(f"rows[{name!r}][{r}] = {fields[name][r].item()!r} is not allowed"
                              f" ({'non-finite reward' if name == 'env_reward' else 'negative id'})")
     _check_trajectories(fields)
     return fields

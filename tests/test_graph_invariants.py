@@ -1,0 +1,95 @@
+"""Invariants of ALGORITHMS.md §8 on the estimators."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graph import compute_advantages
+from tests.graph_cases import case_e2
+from tests.graph_strategies import configs, turn_batches
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+METHODS = st.sampled_from(["grpo", "gigpo", "graphgpo", "graph_only"])
+
+
+@SETTINGS
+@given(turn_batches(), METHODS, configs, st.randoms(use_true_random=False))
+def test_row_permutation_only_permutes_the_output(rows, method, options, rnd):
+    perm = list(range(len(rows["group"])))
+    rnd.shuffle(perm)
+    shuffled = {k: v[perm] for k, v in rows.items()}
+    np.testing.assert_array_equal(
+        compute_advantages(method, shuffled, **options), compute_advantages(method, rows, **options)[perm]
+    )
+
+
+@SETTINGS
+@given(turn_batches(max_groups=1, padding=False), METHODS, configs)
+def test_equal_state_ids_in_two_groups_never_share_a_node(rows, method, options):
+    """A copy of a group under a new group id (same state ids) must not change either group's values."""
+    n = len(rows["group"])
+    other = dict(rows)
+    other["group"] = rows["group"] + 1
+    other["traj"] = rows["traj"] + 10_000
+    other["env_reward"] = np.where(rows["next_state"] == -1, 10.0, 0.0)  # a different reward pattern
+    both = {k: np.concatenate([rows[k], other[k]]) for k in rows}
+    together = compute_advantages(method, both, **options)
+    np.testing.assert_allclose(together[:n], compute_advantages(method, rows, **options), atol=1e-6)
+    np.testing.assert_allclose(together[n:], compute_advantages(method, other, **options), atol=1e-6)
+
+
+@SETTINGS
+@given(turn_batches(padding=False), st.integers(1, 5), st.data())
+def test_trajectory_length_never_changes_the_episode_term(rows, repeats, data):
+    """Repeating a failed trajectory's turns leaves every row's beta_graph=0 value unchanged."""
+    returns = {}
+    for t, r in zip(rows["traj"], rows["env_reward"]):
+        returns[t] = returns.get(t, 0.0) + r
+    failed = [t for t, r in returns.items() if r == 0.0]
+    if not failed:
+        return
+    traj = data.draw(st.sampled_from(sorted(failed)))
+    sel = np.flatnonzero(rows["traj"] == traj)
+    length = len(sel)
+    extra = {k: np.concatenate([rows[k][sel]] * repeats) for k in rows}
+    extra["turn"] = np.concatenate([rows["turn"][sel] + length * (k + 1) for k in range(repeats)])
+    longer = {k: np.concatenate([rows[k], extra[k]]) for k in rows}
+    options = {"beta_graph": 0.0}
+    base = compute_advantages("graphgpo", rows, **options)
+    after = compute_advantages("graphgpo", longer, **options)
+    np.testing.assert_allclose(after[: len(base)], base, atol=1e-6)
+    expected_extra = np.concatenate([base[sel]] * repeats)
+    np.testing.assert_allclose(after[len(base):], expected_extra, atol=1e-6)
+
+
+def test_trajectory_length_changes_episode_term_under_turn_weighting():
+    """The control for the test above: `turn` weighting does depend on length (E2: 1.5 vs 0.707)."""
+    rows = case_e2()
+    turn = compute_advantages("grpo", rows, episode_weighting="turn")
+    traj = compute_advantages("grpo", rows)
+    assert abs(turn[0] - traj[0]) > 0.5
+
+
+@SETTINGS
+@given(turn_batches(), configs)
+def test_beta_graph_zero_equals_grpo_bit_for_bit(rows, options):
+    options = dict(options, beta_graph=0.0, beta_episode=1.0)
+    np.testing.assert_array_equal(compute_advantages("graphgpo", rows, **options), compute_advantages("grpo", rows, **options))
+
+
+@SETTINGS
+@given(turn_batches(), METHODS, configs)
+def test_no_nan_or_inf(rows, method, options):
+    assert np.all(np.isfinite(compute_advantages(method, rows, **options)))
+
+
+def test_one_row_batch_is_finite():
+    rows = dict(group=[3], traj=[5], turn=[0], state=[7], next_state=[-1], env_reward=[10.0], valid=[False])
+    for method in ("grpo", "gigpo", "graphgpo", "graph_only"):
+        values = compute_advantages(method, rows)
+        assert np.all(np.isfinite(values))
+    # episode singleton: raw score minus penalty; graph singleton: 0
+    np.testing.assert_allclose(compute_advantages("grpo", rows), [9.9], atol=1e-6)
+    np.testing.assert_allclose(compute_advantages("graph_only", rows), [0.0], atol=0)
