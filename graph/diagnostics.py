@@ -49,7 +49,7 @@ def source_state_diagnostics(rows: TurnRows, index: RowIndex, advantage: jax.Arr
     out_edges = segment_count(index.source, mask, slots)
     states = jnp.sum((out_edges > 0).astype(jnp.int32))
     # states visited by >= 2 trajectories: count distinct (source, trajectory) pairs per source
-    pair_id, pairs = intern_keys((index.source, index.traj_id), mask)
+    pair_id, pairs = intern_keys((index.source, index.traj_id), mask, bounds=(slots, index.num_rows))
     pair_source = jnp.zeros((index.num_rows,), jnp.int32).at[pair_id].set(index.source)
     pair_used = jnp.arange(index.num_rows) < pairs
     trajs_per_state = segment_count(pair_source, pair_used, slots)
@@ -67,7 +67,8 @@ def graph_diagnostics(
 ) -> dict[str, jax.Array]:
     mask = rows.row_mask
     edges = jnp.sum(mask.astype(jnp.int32))
-    _, unique_edges = intern_keys((index.source, index.target), mask)
+    slots = index.num_node_slots
+    _, unique_edges = intern_keys((index.source, index.target), mask, bounds=(slots, slots))
     reachable = index.node_used & ~unreachable
     clipped = jnp.minimum(distance, DISTANCE_BINS)
     histogram = jnp.zeros((DISTANCE_BINS + 2,), jnp.int32).at[clipped].add(reachable.astype(jnp.int32))

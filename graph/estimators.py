@@ -18,6 +18,7 @@ from graph.episode import episode_advantage
 from graph.graph_reward import graph_rewards, node_distances, source_state_advantage
 from graph.indexing import index_rows
 from graph.rows import TurnRows
+from graph.segments import sorting_permutation
 from graph.step_returns import discounted_step_returns
 
 Diagnostics = dict[str, jax.Array]
@@ -27,16 +28,18 @@ ESTIMATORS: dict[str, Estimator] = {}
 
 
 def in_canonical_row_order(fn: Estimator) -> Estimator:
-    """Runs ``fn`` on the rows sorted by (group, trajectory, turn), padding last, and returns the
-    advantages in the caller's order. Float sums then never depend on the order rows arrive in, so a
-    permutation of the rows permutes the advantages bit for bit."""
+    """Runs ``fn`` on the rows sorted by (trajectory, turn), padding last, and returns the advantages
+    in the caller's order. Float sums then never depend on the order rows arrive in, so a permutation
+    of the rows permutes the advantages bit for bit; and each trajectory's rows are contiguous and in
+    turn order, which the step returns rely on."""
 
     @functools.wraps(fn)
     def wrapped(rows: TurnRows, config: AdvantageConfig) -> tuple[jax.Array, Diagnostics]:
-        order = jnp.lexsort((rows.turn, rows.traj, rows.group, ~rows.row_mask))
-        sorted_rows = jax.tree_util.tree_map(lambda field: field[order], rows)
+        n = rows.row_mask.shape[0]
+        position = sorting_permutation((rows.traj, rows.turn), rows.row_mask, bounds=(n, n))
+        sorted_rows = jax.tree_util.tree_map(lambda field: jnp.zeros_like(field).at[position].set(field), rows)
         advantage, diagnostics = fn(sorted_rows, config)
-        return jnp.zeros_like(advantage).at[order].set(advantage), diagnostics
+        return advantage[position], diagnostics
 
     return wrapped
 

@@ -15,8 +15,12 @@ ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "val
 class TurnRows(NamedTuple):
     """One entry per turn row, all of shape ``[R]``; padding rows have ``row_mask == False``.
 
-    ``group``, ``traj``, ``turn``, ``state``, ``next_state`` are int32; ``state``/``next_state`` are ids
-    that are only meaningful inside their group (the estimators intern ``(group, state)`` pairs).
+    The device-side contract (the host API and the env bridge produce it; nothing checks it in jit):
+    ``group`` and ``traj`` are int32 in ``[0, R)``, ``traj`` unique in the batch (a trajectory lies in
+    one group); ``turn`` is 0..T-1 inside each trajectory; ``state`` is in ``[0, 2R)`` and
+    ``next_state`` in ``[-1, 2R)`` (``-1`` = goal). State ids only mean something inside their group:
+    the estimators intern ``(group, state)`` pairs, so equal ids in two groups are two nodes. Fields
+    of padding rows are ignored.
     """
 
     group: jax.Array

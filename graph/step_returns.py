@@ -10,16 +10,16 @@ from graph.rows import TurnRows
 
 
 def discounted_step_returns(rows: TurnRows, index: RowIndex, gamma: float) -> jax.Array:
-    """``G_t = r_t + gamma * G_{t+1}`` in turn order within each trajectory, for rows in any order.
+    """``G_t = r_t + gamma * G_{t+1}`` in turn order within each trajectory.
 
-    Rows are sorted by (trajectory, turn) and a reverse associative scan composes the affine maps
-    ``G -> r_t + g_t * G`` where ``g_t = gamma`` except on a trajectory's last row (``g_t = 0``).
+    The rows must be in canonical order (sorted by trajectory then turn, padding last; the estimator
+    registry guarantees it). A reverse associative scan composes the affine maps ``G -> r_t + g_t * G``
+    where ``g_t = gamma`` except on a trajectory's last row (``g_t = 0``).
     """
     mask = rows.row_mask
-    order = jnp.lexsort((rows.turn, index.traj_id, ~mask))
-    traj_sorted = index.traj_id[order]
-    mask_sorted = mask[order]
-    reward = jnp.where(mask_sorted, rows.env_reward[order].astype(jnp.float32), 0.0)
+    traj_sorted = index.traj_id
+    mask_sorted = mask
+    reward = jnp.where(mask, rows.env_reward.astype(jnp.float32), 0.0)
     same_traj_next = jnp.concatenate([traj_sorted[1:] == traj_sorted[:-1], jnp.zeros((1,), bool)])
     same_traj_next = same_traj_next & mask_sorted & jnp.concatenate([mask_sorted[1:], jnp.zeros((1,), bool)])
     decay = jnp.where(same_traj_next, jnp.float32(gamma), 0.0)
@@ -31,6 +31,5 @@ def discounted_step_returns(rows: TurnRows, index: RowIndex, gamma: float) -> ja
         a_earlier, b_earlier = earlier
         return a_earlier * a_later, b_earlier + a_earlier * b_later
 
-    _, returns_sorted = jax.lax.associative_scan(compose, (decay, reward), reverse=True)
-    returns = jnp.zeros_like(returns_sorted).at[order].set(returns_sorted)
+    _, returns = jax.lax.associative_scan(compose, (decay, reward), reverse=True)
     return jnp.where(mask, returns, 0.0)
