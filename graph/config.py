@@ -33,13 +33,19 @@ class AdvantageConfig:
 
     def __post_init__(self) -> None:
         if self.episode_weighting not in EPISODE_WEIGHTINGS:
-            raise ValueError(
-                f"episode_weighting={self.episode_weighting!r}: expected one of {EPISODE_WEIGHTINGS}"
-            )
+            raise ValueError(f"episode_weighting={self.episode_weighting!r}: expected one of {EPISODE_WEIGHTINGS}")
         if self.mode not in MODES:
             raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
-        for name in ("omega", "gamma", "beta_graph", "beta_episode", "step_weight",
-                     "invalid_penalty", "graph_reward_scale", "epsilon"):
+        for name in (
+            "omega",
+            "gamma",
+            "beta_graph",
+            "beta_episode",
+            "step_weight",
+            "invalid_penalty",
+            "graph_reward_scale",
+            "epsilon",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name}={value!r}: expected a finite number")

@@ -42,7 +42,9 @@ def group_diagnostics(rows: TurnRows, index: RowIndex) -> dict[str, jax.Array]:
     }
 
 
-def source_state_diagnostics(rows: TurnRows, index: RowIndex, advantage: jax.Array, prefix: str) -> dict[str, jax.Array]:
+def source_state_diagnostics(
+    rows: TurnRows, index: RowIndex, advantage: jax.Array, prefix: str
+) -> dict[str, jax.Array]:
     """Statistics of the rows grouped by source state (GiGPO's step groups, GraphGPO's A_G groups)."""
     mask = rows.row_mask
     slots = index.num_node_slots
@@ -58,7 +60,9 @@ def source_state_diagnostics(rows: TurnRows, index: RowIndex, advantage: jax.Arr
         f"{prefix}source_states": states,
         f"{prefix}single_edge_sources": jnp.sum((out_edges == 1).astype(jnp.int32)),
         f"{prefix}states_shared_by_trajectories": jnp.sum((trajs_per_state >= 2).astype(jnp.int32)),
-        f"{prefix}nonzero_advantage_fraction": _fraction(jnp.sum((mask & (advantage != 0)).astype(jnp.int32)), rows_count),
+        f"{prefix}nonzero_advantage_fraction": _fraction(
+            jnp.sum((mask & (advantage != 0)).astype(jnp.int32)), rows_count
+        ),
     }
 
 

@@ -26,8 +26,13 @@ def episode_advantage(rows: TurnRows, index: RowIndex, config: AdvantageConfig) 
     returns = trajectory_returns(rows, index)
     if config.episode_weighting == "turn":
         return segment_normalize(
-            returns - penalty, index.group_id, mask,
-            num_segments=n, mode=config.mode, epsilon=config.epsilon, singleton_raw=True,
+            returns - penalty,
+            index.group_id,
+            mask,
+            num_segments=n,
+            mode=config.mode,
+            epsilon=config.epsilon,
+            singleton_raw=True,
         )
     # `trajectory`: one sample per trajectory, keyed at the trajectory's slot, penalty as an offset.
     traj_used = jax.ops.segment_max(mask.astype(jnp.int32), index.traj_id, num_segments=n) > 0
@@ -37,7 +42,12 @@ def episode_advantage(rows: TurnRows, index: RowIndex, config: AdvantageConfig) 
     traj_group = jax.ops.segment_max(jnp.where(mask, index.group_id, 0), index.traj_id, num_segments=n)
     traj_group = jnp.where(traj_used, traj_group, 0)
     traj_advantage = segment_normalize(
-        traj_return, traj_group, traj_used,
-        num_segments=n, mode=config.mode, epsilon=config.epsilon, singleton_raw=True,
+        traj_return,
+        traj_group,
+        traj_used,
+        num_segments=n,
+        mode=config.mode,
+        epsilon=config.epsilon,
+        singleton_raw=True,
     )
     return jnp.where(mask, traj_advantage[index.traj_id] - penalty, 0.0)

@@ -37,6 +37,11 @@ def graph_rewards(rows: TurnRows, index: RowIndex, distance: jax.Array, config: 
 def source_state_advantage(values: jax.Array, rows: TurnRows, index: RowIndex, config: AdvantageConfig) -> jax.Array:
     """Normalizes per-row values over the rows that leave the same state node (singleton -> 0)."""
     return segment_normalize(
-        values, index.source, rows.row_mask,
-        num_segments=index.num_node_slots, mode=config.mode, epsilon=config.epsilon, singleton_raw=False,
+        values,
+        index.source,
+        rows.row_mask,
+        num_segments=index.num_node_slots,
+        mode=config.mode,
+        epsilon=config.epsilon,
+        singleton_raw=False,
     )

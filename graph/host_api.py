@@ -76,8 +76,10 @@ def validate_rows(rows: Mapping[str, Any]) -> dict[str, np.ndarray]:
         rows_bad = np.flatnonzero(bad)
         if rows_bad.size:
             r = rows_bad[0]
-            raise ValueError(f"rows[{name!r}][{r}] = {fields[name][r].item()!r} is not allowed"
-                             f" ({'non-finite reward' if name == 'env_reward' else 'negative id'})")
+            raise ValueError(
+                f"rows[{name!r}][{r}] = {fields[name][r].item()!r} is not allowed"
+                f" ({'non-finite reward' if name == 'env_reward' else 'negative id'})"
+            )
     _check_trajectories(fields)
     return fields
 
@@ -94,16 +96,20 @@ def _check_trajectories(fields: dict[str, np.ndarray]) -> None:
     mixed = ~starts & (group_s != np.roll(group_s, 1))
     if mixed.any():
         r = rows_s[np.flatnonzero(mixed)[0]]
-        raise ValueError(f"rows['traj'][{r}] = {fields['traj'][r]}: trajectory appears in more than one group"
-                         f" (rows['group'][{r}] = {fields['group'][r]}); traj ids must be unique in a batch")
+        raise ValueError(
+            f"rows['traj'][{r}] = {fields['traj'][r]}: trajectory appears in more than one group"
+            f" (rows['group'][{r}] = {fields['group'][r]}); traj ids must be unique in a batch"
+        )
     expected = np.arange(len(turn_s)) - np.maximum.accumulate(np.where(starts, np.arange(len(turn_s)), 0))
     wrong = np.flatnonzero(turn_s != expected)
     if wrong.size:
         i = wrong[0]
         r = rows_s[i]
         kind = "duplicate" if i > 0 and not starts[i] and turn_s[i] == turn_s[i - 1] else "gap"
-        raise ValueError(f"rows['turn'][{r}] = {turn_s[i]}: {kind} in the turn sequence of trajectory"
-                         f" {traj_s[i]} (expected turn {expected[i]}; turns must be 0..T-1, each once)")
+        raise ValueError(
+            f"rows['turn'][{r}] = {turn_s[i]}: {kind} in the turn sequence of trajectory"
+            f" {traj_s[i]} (expected turn {expected[i]}; turns must be 0..T-1, each once)"
+        )
 
 
 def _dense(values: np.ndarray, keep_goal: bool = False) -> np.ndarray:

@@ -7,7 +7,6 @@ import math
 import jax
 import jax.numpy as jnp
 
-
 INT32_LIMIT = 2**31 - 1
 
 
@@ -18,9 +17,7 @@ def _packed_key(keys: tuple[jax.Array, ...], bounds: tuple[int, ...]) -> jax.Arr
     return packed
 
 
-def intern_keys(
-    keys: tuple[jax.Array, ...], mask: jax.Array, bounds: tuple[int, ...]
-) -> tuple[jax.Array, jax.Array]:
+def intern_keys(keys: tuple[jax.Array, ...], mask: jax.Array, bounds: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
     """Dense ids for the distinct key tuples among the entries where ``mask`` is True.
 
     Each key must lie in ``[0, bound)`` for its static ``bounds`` entry. Ids of masked entries are
@@ -47,7 +44,7 @@ def intern_keys(
 def _intern_keys_lexsort(keys: tuple[jax.Array, ...], mask: jax.Array) -> tuple[jax.Array, jax.Array]:
     n = mask.shape[0]
     # lexsort: the last key is the primary one, so padding (~mask) sorts after every real entry.
-    order = jnp.lexsort(tuple(reversed(keys)) + (~mask,))
+    order = jnp.lexsort((*tuple(reversed(keys)), ~mask))
     sorted_mask = mask[order]
     differs = jnp.zeros((n,), dtype=bool).at[0].set(True)
     for key in keys:

@@ -17,14 +17,15 @@ def discounted_step_returns(rows: TurnRows, index: RowIndex, gamma: float) -> ja
     where ``g_t = gamma`` except on a trajectory's last row (``g_t = 0``).
     """
     mask = rows.row_mask
-    traj_sorted = index.traj_id
-    mask_sorted = mask
+    traj = index.traj_id
     reward = jnp.where(mask, rows.env_reward.astype(jnp.float32), 0.0)
-    same_traj_next = jnp.concatenate([traj_sorted[1:] == traj_sorted[:-1], jnp.zeros((1,), bool)])
-    same_traj_next = same_traj_next & mask_sorted & jnp.concatenate([mask_sorted[1:], jnp.zeros((1,), bool)])
+    last = jnp.zeros((1,), bool)
+    same_traj_next = jnp.concatenate([traj[1:] == traj[:-1], last]) & mask & jnp.concatenate([mask[1:], last])
     decay = jnp.where(same_traj_next, jnp.float32(gamma), 0.0)
 
-    def compose(later: tuple[jax.Array, jax.Array], earlier: tuple[jax.Array, jax.Array]):
+    def compose(
+        later: tuple[jax.Array, jax.Array], earlier: tuple[jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
         # with reverse=True the scan passes (accumulated later elements, current element);
         # maps are G -> b + a*G; applying `later` first then `earlier`.
         a_later, b_later = later

@@ -38,17 +38,27 @@ def turn_batches(draw, max_groups: int = 3, max_trajs: int = 4, max_turns: int =
             traj_counter += draw(st.integers(1, 3))
     if padding:
         for _ in range(draw(st.integers(0, 3))):
-            for key, value in (("group", draw(st.integers(0, 1000))), ("traj", 9999), ("turn", 0), ("state", 0),
-                               ("next_state", 0), ("env_reward", 0.0), ("valid", True), ("row_mask", False)):
+            for key, value in (
+                ("group", draw(st.integers(0, 1000))),
+                ("traj", 9999),
+                ("turn", 0),
+                ("state", 0),
+                ("next_state", 0),
+                ("env_reward", 0.0),
+                ("valid", True),
+                ("row_mask", False),
+            ):
                 rows[key].append(value)
     order = draw(st.permutations(range(len(rows["group"]))))
     return {k: np.asarray(v)[list(order)] for k, v in rows.items()}
 
 
-configs = st.sampled_from([
-    {},
-    {"episode_weighting": "turn"},
-    {"mode": "mean"},
-    {"paper_cost": True},
-    {"normalize_distance": True, "episode_weighting": "turn"},
-])
+configs = st.sampled_from(
+    [
+        {},
+        {"episode_weighting": "turn"},
+        {"mode": "mean"},
+        {"paper_cost": True},
+        {"normalize_distance": True, "episode_weighting": "turn"},
+    ]
+)

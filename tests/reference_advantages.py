@@ -53,16 +53,18 @@ def _rows(rows: dict) -> list[dict]:
     for i in range(n):
         if not bool(mask[i]):
             continue
-        out.append({
-            "i": i,
-            "group": int(rows["group"][i]),
-            "traj": int(rows["traj"][i]),
-            "turn": int(rows["turn"][i]),
-            "state": int(rows["state"][i]),
-            "next_state": int(rows["next_state"][i]),
-            "reward": float(rows["env_reward"][i]),
-            "valid": bool(rows["valid"][i]),
-        })
+        out.append(
+            {
+                "i": i,
+                "group": int(rows["group"][i]),
+                "traj": int(rows["traj"][i]),
+                "turn": int(rows["turn"][i]),
+                "state": int(rows["state"][i]),
+                "next_state": int(rows["next_state"][i]),
+                "reward": float(rows["env_reward"][i]),
+                "valid": bool(rows["valid"][i]),
+            }
+        )
     return out
 
 
@@ -152,7 +154,9 @@ def reference_advantages(method: str, rows: dict, **options) -> list[float]:
         g = step_returns(real, o["gamma"])
         samples = defaultdict(list)
         for r in real:
-            samples[(r["group"], r["state"])].append((r["i"], g[r["i"]] - (0.0 if r["valid"] else o["invalid_penalty"])))
+            samples[(r["group"], r["state"])].append(
+                (r["i"], g[r["i"]] - (0.0 if r["valid"] else o["invalid_penalty"]))
+            )
         step = _normalize(samples, o["mode"], o["epsilon"], singleton_raw=False)
         values = {i: episode[i] + o["step_weight"] * step[i] for i in episode}
     elif method == "graphgpo":

@@ -33,8 +33,15 @@ def test_e2_unreachable_and_e3_all_fail():
 
 
 def test_self_loops_are_counted():
-    rows = dict(group=[0, 0], traj=[0, 0], turn=[0, 1], state=[4, 4], next_state=[4, -1],
-                env_reward=[0.0, 10.0], valid=[True, True])
+    rows = dict(
+        group=[0, 0],
+        traj=[0, 0],
+        turn=[0, 1],
+        state=[4, 4],
+        next_state=[4, -1],
+        env_reward=[0.0, 10.0],
+        valid=[True, True],
+    )
     _, diag = compute_advantages_with_diagnostics("graphgpo", rows)
     assert diag["self_loops"] == 1
 

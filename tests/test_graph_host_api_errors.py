@@ -15,7 +15,7 @@ def test_unknown_method():
 
 
 def test_unknown_option():
-    with pytest.raises(ValueError, match="unknown option.*omgea"):
+    with pytest.raises(ValueError, match=r"unknown option.*omgea"):
         compute_advantages("graphgpo", case_e2(), omgea=0.2)
 
 
@@ -38,7 +38,7 @@ def test_missing_and_unknown_fields():
         compute_advantages("grpo", rows)
     rows = case_e2()
     rows["rowmask"] = [True] * 4
-    with pytest.raises(ValueError, match="unknown row field.*rowmask"):
+    with pytest.raises(ValueError, match=r"unknown row field.*rowmask"):
         compute_advantages("grpo", rows)
 
 
@@ -86,7 +86,7 @@ def test_negative_state_names_the_row():
 
 def test_padding_rows_are_not_validated_and_get_zero():
     rows = case_e2()
-    padded = {k: list(v) + [v[0]] for k, v in rows.items()}
+    padded = {k: [*list(v), v[0]] for k, v in rows.items()}
     padded["env_reward"][-1] = float("nan")
     padded["turn"][-1] = 7
     padded["row_mask"] = [True] * 4 + [False]

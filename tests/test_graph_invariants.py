@@ -45,7 +45,7 @@ def test_equal_state_ids_in_two_groups_never_share_a_node(rows, method, options)
 def test_trajectory_length_never_changes_the_episode_term(rows, repeats, data):
     """Repeating a failed trajectory's turns leaves every row's beta_graph=0 value unchanged."""
     returns = {}
-    for t, r in zip(rows["traj"], rows["env_reward"]):
+    for t, r in zip(rows["traj"], rows["env_reward"], strict=False):
         returns[t] = returns.get(t, 0.0) + r
     failed = [t for t, r in returns.items() if r == 0.0]
     if not failed:
@@ -61,7 +61,7 @@ def test_trajectory_length_never_changes_the_episode_term(rows, repeats, data):
     after = compute_advantages("graphgpo", longer, **options)
     np.testing.assert_allclose(after[: len(base)], base, atol=1e-6)
     expected_extra = np.concatenate([base[sel]] * repeats)
-    np.testing.assert_allclose(after[len(base):], expected_extra, atol=1e-6)
+    np.testing.assert_allclose(after[len(base) :], expected_extra, atol=1e-6)
 
 
 def test_trajectory_length_changes_episode_term_under_turn_weighting():
@@ -76,7 +76,9 @@ def test_trajectory_length_changes_episode_term_under_turn_weighting():
 @given(turn_batches(), configs)
 def test_beta_graph_zero_equals_grpo_bit_for_bit(rows, options):
     options = dict(options, beta_graph=0.0, beta_episode=1.0)
-    np.testing.assert_array_equal(compute_advantages("graphgpo", rows, **options), compute_advantages("grpo", rows, **options))
+    np.testing.assert_array_equal(
+        compute_advantages("graphgpo", rows, **options), compute_advantages("grpo", rows, **options)
+    )
 
 
 @SETTINGS

@@ -86,15 +86,24 @@ def test_paper_cost_scales_by_omega_under_mean_mode():
 
 def test_normalize_distance_uses_distance_difference():
     # E1 s0 rows: d(s0)=1; next nodes S(0), s1(1), s2(2) -> exponents 0, 1, 2 -> same rewards as default
-    check(compute_advantages("graph_only", case_e1(), normalize_distance=True),
-          compute_advantages("graph_only", case_e1()))
+    check(
+        compute_advantages("graph_only", case_e1(), normalize_distance=True),
+        compute_advantages("graph_only", case_e1()),
+    )
     # E2 lost trajectory: s1 -> s2 with d(s1)=d(s2)=2 -> 10*omega^1 = 1, singleton source -> 0
     check(compute_advantages("graph_only", case_e2(), normalize_distance=True), [0.707107, -0.707107, 0, 0])
 
 
 def test_identical_values_give_exactly_zero():
-    rows = dict(group=[0] * 7, traj=list(range(7)), turn=[0] * 7, state=[0] * 7, next_state=[1] * 7,
-                env_reward=[0.9] * 7, valid=[True] * 7)
+    rows = dict(
+        group=[0] * 7,
+        traj=list(range(7)),
+        turn=[0] * 7,
+        state=[0] * 7,
+        next_state=[1] * 7,
+        env_reward=[0.9] * 7,
+        valid=[True] * 7,
+    )
     assert np.all(compute_advantages("grpo", rows) == 0.0)
     assert np.all(compute_advantages("grpo", rows, episode_weighting="turn") == 0.0)
     assert np.all(compute_advantages("gigpo", rows) == 0.0)

@@ -66,9 +66,9 @@ def main() -> None:
         start = time.perf_counter()
         jax.block_until_ready(fn(turn_rows, config))
         compile_s = time.perf_counter() - start
-        jitted = _times_ms(lambda: jax.block_until_ready(fn(turn_rows, config)), args.repeats)
-        host = _times_ms(lambda: compute_advantages(method, rows), args.repeats)
-        reference = _times_ms(lambda: reference_advantages(method, rows), args.reference_repeats)
+        jitted = _times_ms(lambda fn=fn: jax.block_until_ready(fn(turn_rows, config)), args.repeats)
+        host = _times_ms(lambda m=method: compute_advantages(m, rows), args.repeats)
+        reference = _times_ms(lambda m=method: reference_advantages(m, rows), args.reference_repeats)
         ours = np.asarray(compute_advantages(method, rows))
         max_diff = float(np.max(np.abs(ours - np.asarray(reference_advantages(method, rows)))))
         results[method] = {
@@ -81,19 +81,24 @@ def main() -> None:
             "speedup_vs_published_recipe_930ms_jitted": round(PUBLISHED_RECIPE_MS / statistics.median(jitted), 1),
             "max_abs_diff_vs_reference": max_diff,
         }
-    print(json.dumps({
-        "benchmark": "advantages",
-        "rows": n,
-        "padded_rows": row_bucket(n),
-        "shape": {"groups": args.groups, "trajectories": args.trajectories, "turns": args.turns},
-        "backend": jax.default_backend(),
-        "cpu_count": os.cpu_count(),
-        "machine": platform.machine(),
-        "jax": jax.__version__,
-        "repeats": args.repeats,
-        "target": "graphgpo jitted median < 10 ms on 2 CPU cores",
-        "estimators": results,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "advantages",
+                "rows": n,
+                "padded_rows": row_bucket(n),
+                "shape": {"groups": args.groups, "trajectories": args.trajectories, "turns": args.turns},
+                "backend": jax.default_backend(),
+                "cpu_count": os.cpu_count(),
+                "machine": platform.machine(),
+                "jax": jax.__version__,
+                "repeats": args.repeats,
+                "target": "graphgpo jitted median < 10 ms on 2 CPU cores",
+                "estimators": results,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

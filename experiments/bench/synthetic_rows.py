@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def alfworld_like_rows(groups: int = 16, trajectories: int = 8, turns: int = 50, states: int = 60,
-                       win_rate: float = 0.5, invalid_rate: float = 0.05, seed: int = 0) -> dict[str, np.ndarray]:
+def alfworld_like_rows(
+    groups: int = 16,
+    trajectories: int = 8,
+    turns: int = 50,
+    states: int = 60,
+    win_rate: float = 0.5,
+    invalid_rate: float = 0.05,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
     """``groups * trajectories * turns`` rows in shuffled order. Each group walks a random sparse graph
     of ``states`` states (so states recur across trajectories); a won trajectory reaches the goal on its
     last turn with reward 10."""

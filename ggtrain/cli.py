@@ -1,0 +1,106 @@
+"""The ``ggtrain`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ggtrain import __version__
+
+
+def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values are JSON when they parse (``0.2``, ``true``), else strings."""
+    out: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        lowered = {"True": "true", "False": "false"}.get(raw, raw)
+        try:
+            out[key] = json.loads(lowered)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def load_rows(path: Path) -> dict[str, np.ndarray]:
+    """Rows from ``.npz`` (one array per field), ``.json`` (field -> list) or ``.jsonl`` (one row a line)."""
+    if not path.exists():
+        raise ValueError(f"rows file {str(path)!r} does not exist")
+    if path.suffix == ".npz":
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    if path.suffix == ".json":
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object mapping field names to lists")
+        return {k: np.asarray(v) for k, v in data.items()}
+    if path.suffix == ".jsonl":
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        keys = sorted({k for r in records for k in r})
+        for i, record in enumerate(records):
+            missing = [k for k in keys if k not in record]
+            if missing:
+                raise ValueError(f"{path}: line {i + 1} lacks field(s) {missing}")
+        return {k: np.asarray([r[k] for r in records]) for k in keys}
+    raise ValueError(f"rows file {str(path)!r}: expected a .npz, .json or .jsonl file")
+
+
+def _jsonable(value: Any) -> Any:
+    array = np.asarray(value)
+    return array.tolist() if array.ndim else array.item()
+
+
+def cmd_advantages(args: argparse.Namespace) -> int:
+    from graph import compute_advantages_with_diagnostics
+
+    rows = load_rows(Path(args.rows))
+    advantages, diagnostics = compute_advantages_with_diagnostics(args.method, rows, **parse_assignments(args.set))
+    result = {
+        "method": args.method,
+        "advantages": [float(a) for a in advantages],
+        "diagnostics": {k: _jsonable(v) for k, v in diagnostics.items()},
+    }
+    text = json.dumps(result)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ggtrain", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ggtrain {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    adv = sub.add_parser(
+        "advantages",
+        help="compute advantages and graph diagnostics for a file of turn rows (prints JSON)",
+        description="Reads turn rows (fields group, traj, turn, state, next_state, env_reward, valid and "
+        "optionally row_mask; next_state -1 marks the goal) and prints {advantages, diagnostics} as JSON.",
+    )
+    adv.add_argument("rows", help="rows file: .npz, .json (field -> list) or .jsonl (one row per line)")
+    adv.add_argument("--method", default="graphgpo", help="grpo | gigpo | graphgpo | graph_only (default graphgpo)")
+    adv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="estimator option, repeatable")
+    adv.add_argument("--out", help="write the JSON here instead of stdout")
+    adv.set_defaults(func=cmd_advantages)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ValueError as error:
+        print(f"ggtrain {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
