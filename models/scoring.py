@@ -1,0 +1,35 @@
+"""Log-probabilities of given tokens under the model: the trainer's old / reference log-probs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from models.config import ModelConfig
+from models.decoder import forward
+
+
+def token_logprobs_from_logits(logits: jax.Array, tokens: jax.Array, temperature: float = 1.0) -> jax.Array:
+    """``out[b, t] = log p(tokens[b, t] | tokens[b, :t])`` from ``logits [B, T, V]``; ``out[:, 0] = 0``."""
+    scaled = logits[:, :-1].astype(jnp.float32) / temperature
+    logp = jax.nn.log_softmax(scaled, axis=-1)
+    picked = jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+    return jnp.concatenate([jnp.zeros_like(picked[:, :1]), picked], axis=1)
+
+
+def score_tokens(
+    config: ModelConfig,
+    params: dict[str, Any],
+    tokens: jax.Array,
+    attention_mask: jax.Array,
+    loss_mask: jax.Array,
+    temperature: float = 1.0,
+) -> jax.Array:
+    """Per-token log-probs ``[B, T]`` of ``tokens``, zero outside ``loss_mask`` (the response tokens)."""
+    logits = forward(config, params, tokens, attention_mask)
+    return jnp.where(loss_mask, token_logprobs_from_logits(logits, tokens, temperature), 0.0)
+
+
+score_tokens_jit = jax.jit(score_tokens, static_argnums=(0, 5))
