@@ -75,6 +75,14 @@ def cmd_advantages(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_model_import_gguf(args: argparse.Namespace) -> int:
+    from models.gguf_import import import_gguf
+
+    out = import_gguf(args.gguf_path, args.out_dir)
+    print(json.dumps({"out_dir": str(out), "files": sorted(p.name for p in out.iterdir())}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ggtrain", description=__doc__)
     parser.add_argument("--version", action="version", version=f"ggtrain {__version__}")
@@ -90,6 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
     adv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="estimator option, repeatable")
     adv.add_argument("--out", help="write the JSON here instead of stdout")
     adv.set_defaults(func=cmd_advantages)
+
+    model = sub.add_parser("model", help="model files").add_subparsers(dest="model_command", required=True)
+    imp = model.add_parser(
+        "import-gguf",
+        help="convert a llama.cpp GGUF (Llama or Qwen2) into a Hugging Face model directory",
+        description="Dequantizes to float32 and writes config.json, model.safetensors, tokenizer.json and "
+        "tokenizer_config.json; the directory loads in transformers and in models.load_pretrained.",
+    )
+    imp.add_argument("gguf_path")
+    imp.add_argument("out_dir")
+    imp.set_defaults(func=cmd_model_import_gguf)
     return parser
 
 

