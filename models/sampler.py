@@ -132,6 +132,14 @@ class Sampler:
         prompt_len = bucket(max(len(p) for p in prompts), LENGTH_BUCKETS, "prompt length")
         new_len = -(-sp.max_new_tokens // sp.chunk) * sp.chunk
         pad_id = self.tokenizer.pad_token_id
+        if not 0 <= pad_id < self.config.vocab_size:  # a tokenizer beside a smaller test model
+            pad_id = 0
+        for i, p in enumerate(prompts):
+            bad = [t for t in p if not 0 <= t < self.config.vocab_size]
+            if bad:
+                raise ValueError(
+                    f"prompts[{i}] has token id {bad[0]} outside the vocabulary [0, {self.config.vocab_size})"
+                )
         tokens = np.full((batch, prompt_len), pad_id, np.int32)
         valid = np.zeros((batch, prompt_len), bool)
         for i, p in enumerate(prompts):

@@ -55,9 +55,18 @@ def tiny_qwen2_dir(tmp_path_factory) -> Path:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.Qwen2Config(
-        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=256, rope_theta=1e6, tie_word_embeddings=False,
-        rms_norm_eps=1e-6, eos_token_id=7, bos_token_id=None,
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rope_theta=1e6,
+        tie_word_embeddings=False,
+        rms_norm_eps=1e-6,
+        eos_token_id=7,
+        bos_token_id=None,
     )
     model = transformers.Qwen2ForCausalLM(config).eval()
     with torch.no_grad():  # non-zero biases so a dropped bias would show

@@ -9,15 +9,24 @@ transformers = pytest.importorskip("transformers")
 MESSAGES = [
     {"role": "system", "content": "You are an ALFWorld agent."},
     {"role": "user", "content": "Go to the fridge."},
-    {"role": "assistant", "content": "", "tool_calls": [
-        {"type": "function", "function": {"name": "step", "arguments": {"action": "go to fridge 1"}}}]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": "step", "arguments": {"action": "go to fridge 1"}}}],
+    },
     {"role": "tool", "content": "You arrive at fridge 1."},
     {"role": "assistant", "content": "<action>open fridge 1</action>"},
 ]
-TOOLS = [{"type": "function", "function": {"name": "step", "description": "Take an action.",
-                                            "parameters": {"type": "object",
-                                                           "properties": {"action": {"type": "string"}},
-                                                           "required": ["action"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "step",
+            "description": "Take an action.",
+            "parameters": {"type": "object", "properties": {"action": {"type": "string"}}, "required": ["action"]},
+        },
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +62,9 @@ def test_default_system_line(qwen_tokenizer):
     assert text.endswith("<|im_start|>assistant\n")
 
 
-@pytest.mark.parametrize("text", ["héllo wörld", "你好，世界", "emoji 🧊🍎 and ZWJ 👩‍🍳", "tabs\tand\nnewlines  ", "Ω≈ç√∫"])
+@pytest.mark.parametrize(
+    "text", ["héllo wörld", "你好，世界", "emoji 🧊🍎 and ZWJ 👩‍🍳", "tabs\tand\nnewlines  ", "Ω≈ç√∫"]
+)
 def test_unicode_round_trip_and_transformers_ids(qwen_tokenizer, hf_qwen, text):
     ids = qwen_tokenizer.encode(text)
     assert qwen_tokenizer.decode(ids) == text

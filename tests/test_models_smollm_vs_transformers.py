@@ -17,8 +17,9 @@ PROMPTS = [
 
 
 def _chat_ids(lm, text):
-    return lm.tokenizer.encode(lm.tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                                                add_generation_prompt=True))
+    return lm.tokenizer.encode(
+        lm.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+    )
 
 
 @pytest.mark.slow
@@ -43,7 +44,7 @@ def test_greedy_chat_answer_matches_transformers_token_for_token(smollm, hf_smol
 
     ids = _chat_ids(smollm, PROMPTS[0])
     with torch.no_grad():
-        ref = hf_smollm.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False)[0, len(ids):].tolist()
+        ref = hf_smollm.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False)[0, len(ids) :].tolist()
     import jax
 
     out = Sampler(smollm.config, smollm.tokenizer).generate(
@@ -66,12 +67,22 @@ def test_import_equals_transformers_gguf_loader(smollm_dir):
     gguf = fetch("smollm2-135m-instruct-gguf")
     ref = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).state_dict()
     ours = load_file(str(smollm_dir / "model.safetensors"))
-    for name in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
-                 "model.layers.7.self_attn.k_proj.weight", "model.layers.29.mlp.down_proj.weight"):
+    for name in (
+        "model.embed_tokens.weight",
+        "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.7.self_attn.k_proj.weight",
+        "model.layers.29.mlp.down_proj.weight",
+    ):
         np.testing.assert_array_equal(ours[name], ref[name].numpy(), err_msg=name)
     config = json.loads((smollm_dir / "config.json").read_text())
-    assert (config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"],
-            config["num_key_value_heads"], config["vocab_size"], config["rope_theta"]) == (30, 576, 9, 3, 49152, 1e5)
+    assert (
+        config["num_hidden_layers"],
+        config["hidden_size"],
+        config["num_attention_heads"],
+        config["num_key_value_heads"],
+        config["vocab_size"],
+        config["rope_theta"],
+    ) == (30, 576, 9, 3, 49152, 1e5)
     assert config["tie_word_embeddings"] is True
 
 
@@ -81,10 +92,15 @@ def test_imported_tokenizer_encodes_like_transformers(smollm_dir, smollm):
     ref = AutoTokenizer.from_pretrained(smollm_dir)
     for text in ["Hello, world!", "go to countertop 1\n<|im_end|>", " leading  spaces\tand tabs", "naïve café ☕"]:
         assert smollm.tokenizer.encode(text) == ref.encode(text), text
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-                {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye"}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "Bye"},
+    ]
     assert smollm.tokenizer.apply_chat_template(messages, add_generation_prompt=True) == ref.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=False)
+        messages, add_generation_prompt=True, tokenize=False
+    )
 
 
 def test_smollm_pre_tokenizer_splits_digits_like_llama_cpp(smollm):

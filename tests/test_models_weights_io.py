@@ -50,8 +50,9 @@ def test_round_trip_is_bit_exact_single_and_sharded(tiny_qwen2_dir, tmp_path):
         assert resaved[name].dtype == tensor.dtype
         np.testing.assert_array_equal(resaved[name], tensor, err_msg=name)
     reloaded = load_pretrained(tmp_path / "sharded")
-    for a, b in zip(np.asarray(lm.logits(IDS)).ravel()[:50], np.asarray(reloaded.logits(IDS)).ravel()[:50],
-                    strict=True):
+    for a, b in zip(
+        np.asarray(lm.logits(IDS)).ravel()[:50], np.asarray(reloaded.logits(IDS)).ravel()[:50], strict=True
+    ):
         assert a == b
 
 
@@ -62,7 +63,10 @@ def test_bf16_round_trip_is_bit_exact(tiny_qwen2_dir, tmp_path):
     model.save_pretrained(tmp_path / "bf16")
     lm = load_pretrained(tmp_path / "bf16")
     lm.save(tmp_path / "out")
-    a, b = load_file(str(tmp_path / "bf16" / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    a, b = (
+        load_file(str(tmp_path / "bf16" / "model.safetensors")),
+        load_file(str(tmp_path / "out" / "model.safetensors")),
+    )
     for name in a:
         assert b[name].dtype == a[name].dtype
         np.testing.assert_array_equal(b[name].view(np.uint16), a[name].view(np.uint16), err_msg=name)
@@ -76,7 +80,9 @@ def test_missing_tensor_names_file_and_tensor(tiny_qwen2_dir, tmp_path):
     tensors = load_file(str(bad / "model.safetensors"))
     del tensors["model.layers.1.self_attn.k_proj.bias"]
     save_file(tensors, str(bad / "model.safetensors"))
-    with pytest.raises(ValueError, match=r"model\.safetensors: tensor 'model\.layers\.1\.self_attn\.k_proj\.bias' is missing"):
+    with pytest.raises(
+        ValueError, match=r"model\.safetensors: tensor 'model\.layers\.1\.self_attn\.k_proj\.bias' is missing"
+    ):
         load_pretrained(bad)
 
 
