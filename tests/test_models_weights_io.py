@@ -104,5 +104,5 @@ def test_unknown_architecture_is_refused_by_name(tiny_qwen2_dir, tmp_path):
     config = json.loads((bad / "config.json").read_text())
     config["architectures"] = ["MistralForCausalLM"]
     (bad / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="architecture 'MistralForCausalLM'.*not supported"):
+    with pytest.raises(ValueError, match=r"architecture 'MistralForCausalLM'.*not supported"):
         load_pretrained(bad)
