@@ -16,6 +16,7 @@ class Decoder(nn.Module):
     Without a cache, ``S == T`` and ``kv_valid`` is the attention mask of the tokens (causal masking is
     added). With a cache (``{"k", "v"}: [L, B, S, Hkv, D]``) the new keys/values are written at slots
     ``write_index .. write_index + T`` and the queries see every valid slot up to their own.
+    ``last_only`` computes the logits of the last position only (``[B, 1, V]``), as prefill needs.
     """
 
     config: ModelConfig
@@ -28,6 +29,7 @@ class Decoder(nn.Module):
         kv_valid: jax.Array,
         cache: KVCache | None = None,
         write_index: jax.Array | int = 0,
+        last_only: bool = False,
     ) -> tuple[jax.Array, KVCache | None]:
         cfg = self.config
         embedding = _param(
@@ -42,11 +44,14 @@ class Decoder(nn.Module):
             layer,
             variable_axes={"params": 0},
             split_rngs={"params": True},
-            in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast),
+            in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
             length=cfg.num_layers,
             metadata_params={nn.PARTITION_NAME: "layers"},
         )(cfg, name="layers")
-        h, cache = stack(h, cache, positions, kv_valid, jnp.asarray(write_index, jnp.int32))
+        (h, cache, _), _ = stack((h, cache, jnp.zeros((), jnp.int32)), positions, kv_valid,
+                                 jnp.asarray(write_index, jnp.int32))
+        if last_only:
+            h = h[:, -1:]
         h = RMSNorm(cfg, name="final_norm")(h)
         if cfg.tie_word_embeddings:
             head = embedding.T

@@ -73,8 +73,11 @@ class Attention(nn.Module):
         positions: jax.Array,
         kv_valid: jax.Array,
         cache: KVCache | None,
+        layer: jax.Array,
         write_index: jax.Array,
     ) -> tuple[jax.Array, KVCache | None]:
+        """``cache`` is the whole stack ``{"k", "v"}: [L, B, S, Hkv, D]``; this layer writes its new keys
+        and values in place at ``[layer, :, write_index:write_index + T]`` and reads its own slice."""
         cfg = self.config
         batch, length, _ = x.shape
         q = rotary_embedding(self._project(x, "q", cfg.num_heads, "q_heads"), positions, cfg.rope_theta)
@@ -85,9 +88,13 @@ class Attention(nn.Module):
             keys, values = k, v
             query_slots = jnp.arange(length)
         else:
-            keys = jax.lax.dynamic_update_slice_in_dim(cache["k"], k.astype(cache["k"].dtype), write_index, axis=1)
-            values = jax.lax.dynamic_update_slice_in_dim(cache["v"], v.astype(cache["v"].dtype), write_index, axis=1)
-            cache = {"k": keys, "v": values}
+            zero = jnp.zeros((), jnp.int32)
+            start = (layer, zero, write_index, zero, zero)
+            cache = {
+                "k": jax.lax.dynamic_update_slice(cache["k"], k[None].astype(cache["k"].dtype), start),
+                "v": jax.lax.dynamic_update_slice(cache["v"], v[None].astype(cache["v"].dtype), start),
+            }
+            keys, values = cache["k"][layer], cache["v"][layer]
             query_slots = write_index + jnp.arange(length)
         keys = nn.with_logical_constraint(keys, ("batch", "cache_length", "kv_heads", "head_dim"))
         groups = cfg.num_heads // cfg.num_kv_heads
@@ -130,21 +137,24 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
+    """One pre-norm block. Scanned over layers with carry ``(h, cache, layer)``: the whole KV cache rides
+    in the carry and is updated in place, instead of being sliced and restacked each step."""
+
     config: ModelConfig
 
     @nn.compact
     def __call__(
         self,
-        h: jax.Array,
-        layer_cache: KVCache | None,
+        carry: tuple[jax.Array, KVCache | None, jax.Array],
         positions: jax.Array,
         kv_valid: jax.Array,
         write_index: jax.Array,
-    ) -> tuple[jax.Array, KVCache | None]:
-        attn_out, layer_cache = Attention(self.config, name="attn")(
-            RMSNorm(self.config, name="input_norm")(h), positions, kv_valid, layer_cache, write_index
+    ) -> tuple[tuple[jax.Array, KVCache | None, jax.Array], None]:
+        h, cache, layer = carry
+        attn_out, cache = Attention(self.config, name="attn")(
+            RMSNorm(self.config, name="input_norm")(h), positions, kv_valid, cache, layer, write_index
         )
         h = h + attn_out
         h = h + MLP(self.config, name="mlp")(RMSNorm(self.config, name="post_attn_norm")(h))
         h = nn.with_logical_constraint(h, ("batch", "length", "embed"))
-        return h, layer_cache
+        return (h, cache, layer + 1), None

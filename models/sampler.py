@@ -78,7 +78,7 @@ def _prefill(
     cache: Any = init_cache(config, batch, cache_len)
     kv_valid = jnp.zeros((batch, cache_len), bool).at[:, :length].set(prompt_valid)
     positions = jnp.maximum(jnp.cumsum(prompt_valid.astype(jnp.int32), axis=1) - 1, 0)
-    logits, cache = Decoder(config).apply(params, tokens, positions, kv_valid, cache, 0)
+    logits, cache = Decoder(config).apply(params, tokens, positions, kv_valid, cache, 0, last_only=True)
     return logits[:, -1], cache, kv_valid, positions[:, -1] + 1
 
 
