@@ -48,8 +48,9 @@ class Decoder(nn.Module):
             length=cfg.num_layers,
             metadata_params={nn.PARTITION_NAME: "layers"},
         )(cfg, name="layers")
-        (h, cache, _), _ = stack((h, cache, jnp.zeros((), jnp.int32)), positions, kv_valid,
-                                 jnp.asarray(write_index, jnp.int32))
+        (h, cache, _), _ = stack(
+            (h, cache, jnp.zeros((), jnp.int32)), positions, kv_valid, jnp.asarray(write_index, jnp.int32)
+        )
         if last_only:
             h = h[:, -1:]
         h = RMSNorm(cfg, name="final_norm")(h)

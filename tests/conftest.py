@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# 8 host CPU devices for the sharding tests (must be set before JAX initializes its backends)
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+
 import jax
 
 CACHE_DIR = os.environ.get("GGTRAIN_JAX_CACHE", str(Path(__file__).resolve().parents[1] / ".jax_cache"))

@@ -1,0 +1,162 @@
+"""Training configuration: frozen dataclasses, bound from gin files once at start-up.
+
+gin never reaches jitted code: :func:`resolve_config` parses the files and ``--set`` bindings, builds
+one :class:`TrainConfig`, checks every field's type, and clears gin again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gin
+
+from graph.config import AdvantageConfig
+
+GinAdvantageConfig = gin.external_configurable(AdvantageConfig, name="AdvantageConfig")
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    path: str = ""  # a local HF directory; "smollm2-135m-instruct" names the wheel-imported model
+    param_dtype: str = "float32"
+    dtype: str = "float32"
+    remat: bool = False
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    name: str = "ppo_clip"  # ppo_clip | ggpo
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float = 3.0
+    aggregation: str = "token-mean"
+    kl_type: str = "low_var_kl"
+    kl_coef: float = 0.01
+    entropy_coef: float = 0.001
+    temperature: float = 1.0  # the sampling temperature the log-probs are taken at
+    ggpo_beta: float = 0.1
+    ggpo_clip_radius: float | None = None
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    learning_rate: float = 1e-6
+    weight_decay: float = 0.01
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+    schedule: str = "constant"  # constant | linear | cosine (after warmup)
+    warmup_steps: int = 0
+    total_steps: int = 150
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class BatchConfig:
+    mini_batch_rows: int = 256
+    micro_batch_rows: int = 16
+    epochs: int = 1
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+    reference_refresh_every: int = 0  # optimizer steps between hard copies learner -> reference; 0 = never
+    behavior_sync_every: int = 1  # optimizer steps between learner -> behavior syncs; 0 = never
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class MeshConfig:
+    data: int = -1  # -1: all devices not used by fsdp and tensor
+    fsdp: int = 1
+    tensor: int = 1
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    keep_last: int = 3
+    best_metric: str = ""  # e.g. "eval/success_rate"; "" keeps no best checkpoint
+    best_mode: str = "max"
+    async_save: bool = True
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    seed: int = 0
+    estimator: str = "graphgpo"
+    model: ModelSpec = dataclasses.field(default_factory=ModelSpec)
+    advantage: AdvantageConfig = dataclasses.field(default_factory=GinAdvantageConfig)
+    loss: LossConfig = dataclasses.field(default_factory=LossConfig)
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    batch: BatchConfig = dataclasses.field(default_factory=BatchConfig)
+    policies: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
+    mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the binding, file or value."""
+
+
+def _check_types(obj: Any, prefix: str = "") -> None:
+    hints = typing.get_type_hints(type(obj))
+    for field in dataclasses.fields(obj):
+        value = getattr(obj, field.name)
+        name = f"{prefix}{type(obj).__name__}.{field.name}"
+        if dataclasses.is_dataclass(value):
+            _check_types(value, prefix)
+            continue
+        expected = hints[field.name]
+        allowed = typing.get_args(expected) if isinstance(expected, types.UnionType) else (expected,)
+        ok = any(
+            (a is type(None) and value is None)
+            or (a is float and isinstance(value, (int, float)) and not isinstance(value, bool))
+            or (a is int and isinstance(value, int) and not isinstance(value, bool))
+            or (a not in (int, float, type(None)) and isinstance(a, type) and isinstance(value, a))
+            for a in allowed
+        )
+        if not ok:
+            raise ConfigError(f"{name} = {value!r}: expected {expected}")
+
+
+def resolve_config(files: Sequence[str | Path] = (), bindings: Sequence[str] = ()) -> TrainConfig:
+    """Parses gin files and ``KEY=VALUE`` bindings into a checked, frozen :class:`TrainConfig`."""
+    for f in files:
+        if not Path(f).exists():
+            raise ConfigError(f"config file {str(f)!r} does not exist")
+    gin.clear_config()
+    try:
+        gin.parse_config_files_and_bindings([str(f) for f in files], list(bindings), finalize_config=False)
+        config = TrainConfig()
+    except (ValueError, TypeError, SyntaxError) as error:
+        first = str(error).strip().splitlines()[0]
+        raise ConfigError(first) from error
+    finally:
+        gin.clear_config()
+    _check_types(config)
+    return config
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def write_resolved_config(config: TrainConfig, run_dir: str | Path) -> Path:
+    """Writes ``config.json`` (the resolved values) into the run directory."""
+    path = Path(run_dir) / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config_to_dict(config), indent=2, sort_keys=True) + "\n")
+    return path
