@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import types
 import typing
 from collections.abc import Sequence
@@ -138,6 +139,9 @@ def resolve_config(files: Sequence[str | Path] = (), bindings: Sequence[str] = (
         if not Path(f).exists():
             raise ConfigError(f"config file {str(f)!r} does not exist")
     gin.clear_config()
+    for f in files:  # `include 'base.gin'` resolves next to the including file
+        gin.add_config_file_search_path(str(Path(f).resolve().parent))
+    logging.disable(logging.ERROR)  # gin logs each include it first looks for in the working directory
     try:
         gin.parse_config_files_and_bindings([str(f) for f in files], list(bindings), finalize_config=False)
         config = TrainConfig()
@@ -145,9 +149,24 @@ def resolve_config(files: Sequence[str | Path] = (), bindings: Sequence[str] = (
         first = str(error).strip().splitlines()[0]
         raise ConfigError(first) from error
     finally:
+        logging.disable(logging.NOTSET)
         gin.clear_config()
     _check_types(config)
     return config
+
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def config_file(name_or_path: str | Path) -> Path:
+    """A gin file by path, or by name in ``configs/`` (``graphgpo`` -> ``configs/graphgpo.gin``)."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    candidate = CONFIG_DIR / (path.name if path.suffix == ".gin" else f"{path.name}.gin")
+    if candidate.exists():
+        return candidate
+    raise ConfigError(f"config file {str(name_or_path)!r} not found (looked in {CONFIG_DIR} too)")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
