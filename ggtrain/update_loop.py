@@ -6,6 +6,7 @@ feed it synthetic batches.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,10 +66,15 @@ class Updater:
         return abstract_like(self.state)
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        """One optimizer step; returns metric means plus step time and trained tokens per second."""
+        start = time.perf_counter()
         with jax.set_mesh(self.mesh), logical_rules_context():
             self.state, metrics = self.step_fn(self.state, shard_batch(batch, self.mesh))
+        out = metric_means(metrics)  # blocks until the step is done
+        seconds = time.perf_counter() - start
         self.state, refreshed = apply_policy_refreshes(self.state, self.config.policies)
-        out = metric_means(metrics)
+        out["step_time_s"] = seconds
+        out["tokens_per_s"] = float(np.sum(batch["attention_mask"] & batch["row_mask"][:, None])) / seconds
         out["reference_refreshed"] = float(refreshed["reference"])
         return out
 
