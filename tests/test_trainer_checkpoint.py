@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding, PartitionSpec
 
 from ggtrain.checkpoint import CheckpointError, CheckpointStore, abstract_like
 from ggtrain.config import CheckpointConfig, MeshConfig
 from ggtrain.sharding import make_mesh
-from jax.sharding import NamedSharding, PartitionSpec
 
 
 def _state(value: float) -> dict:
