@@ -53,7 +53,7 @@ def test_bad_bindings_name_the_problem(binding, message):
 
 
 def test_missing_file_is_named(tmp_path):
-    with pytest.raises(ConfigError, match="nope.gin"):
+    with pytest.raises(ConfigError, match=r"nope\.gin"):
         config_file(tmp_path / "nope.gin")
 
 
