@@ -83,6 +83,21 @@ def cmd_model_import_gguf(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_env_check(args: argparse.Namespace) -> int:
+    from env_bridge.check import play_games, print_json_line
+    from env_bridge.games import discover_games
+
+    try:
+        games = discover_games(args.split, args.data_dir)[: args.games]
+    except FileNotFoundError as error:
+        raise ValueError(str(error)) from error
+    summary, failures = play_games(games, args.policy, args.workers, seed=args.seed, max_turns=args.max_turns)
+    for failure in failures:
+        print(f"ggtrain env check: {failure}", file=sys.stderr)
+    print_json_line(summary)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ggtrain", description=__doc__)
     parser.add_argument("--version", action="version", version=f"ggtrain {__version__}")
@@ -109,6 +124,25 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("gguf_path")
     imp.add_argument("out_dir")
     imp.set_defaults(func=cmd_model_import_gguf)
+
+    env = sub.add_parser("env", help="environments").add_subparsers(dest="env_command", required=True)
+    check = env.add_parser(
+        "check",
+        help="play the first N games of a split through the bridge; prints one JSON line",
+        description="Plays the first N games of the split (sorted path order) in worker processes and prints "
+        "{games, games_won, steps, steps_per_s, reset_s_mean, worker_restarts} as one JSON line on "
+        "stdout; progress goes to stderr. The walkthrough policy lifts the turn limit to the walkthrough's length.",
+    )
+    check.add_argument("--split", default="valid_seen", choices=["train", "valid_seen", "valid_unseen"])
+    check.add_argument("--games", type=int, default=4)
+    check.add_argument("--policy", default="walkthrough", choices=["walkthrough", "random"])
+    check.add_argument("--workers", type=int, default=2)
+    check.add_argument("--max-turns", type=int, default=50, help="turn limit of the random policy")
+    check.add_argument("--seed", type=int, default=0)
+    check.add_argument(
+        "--data-dir", help="ALFWorld data folder (default: $ALFWORLD_DATA, then ../shared/data/alfworld)"
+    )
+    check.set_defaults(func=cmd_env_check)
     return parser
 
 

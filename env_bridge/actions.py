@@ -1,0 +1,42 @@
+"""Parsing the model's response into an environment action (the reference recipe's rules).
+
+Lower-cased; the first ``<action>…</action>`` is the action. Invalid (``valid = False``) when the tag
+pair is missing (then the response's last 30 characters are sent to the game, as the reference does),
+when ``<think>…</think>`` is missing, when the text contains CJK characters, when the action is empty
+or contains a nested tag, and in strict mode when the action is not admissible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+TAIL_CHARS = 30
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedAction:
+    action: str  # what is sent to the environment
+    valid: bool
+    reason: str  # "" when valid
+
+
+def parse_action(text: str, admissible: list[str] | None = None, strict: bool = False) -> ParsedAction:
+    lowered = text.lower()
+    start, end = lowered.find("<action>"), lowered.find("</action>")
+    if start == -1 or end == -1 or end < start:
+        return ParsedAction(lowered[-TAIL_CHARS:], False, "missing <action></action>")
+    action = lowered[start + len("<action>") : end].strip()
+    reason = ""
+    if lowered.find("<think>") == -1 or lowered.find("</think>") == -1:
+        reason = "missing <think></think>"
+    elif CJK.search(text):
+        reason = "CJK characters"
+    elif not action:
+        reason = "empty action"
+    elif "<" in action and ">" in action:
+        reason = "nested tag in action"
+    elif strict and admissible is not None and action not in admissible:
+        reason = "not admissible"
+    return ParsedAction(action, reason == "", reason)

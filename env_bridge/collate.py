@@ -1,0 +1,92 @@
+"""Turns -> the padded turn batch of DESIGN.md, through a grain pipeline.
+
+Each row is one turn: its prompt then its response, right-padded to a length bucket; ``loss_mask`` is
+True exactly on that turn's response tokens (never the prompt, history, observation or padding);
+``old_logp`` holds the sampler's log-probs there. Mini-batches have a fixed row count (the last one is
+filled with padding rows), the order is shuffled deterministically from a seed, each host takes its
+own share of the rows, and the iterator's position is checkpointable (``get_state``/``set_state``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import grain
+import numpy as np
+
+from env_bridge.rollout import Turn
+
+LENGTH_BUCKETS = (64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
+ROW_INT_FIELDS = ("group", "traj", "turn", "state", "next_state", "policy_version")
+
+
+def length_bucket(n: int) -> int:
+    for b in LENGTH_BUCKETS:
+        if n <= b:
+            return b
+    raise ValueError(f"a turn of {n} tokens exceeds the largest length bucket {LENGTH_BUCKETS[-1]}")
+
+
+def turn_row(turn: Turn, length: int, pad_id: int, extra: dict[str, Any]) -> dict[str, np.ndarray]:
+    prompt, response = turn.prompt_ids, turn.response_ids
+    n = len(prompt) + len(response)
+    if n > length:
+        raise ValueError(f"turn (group {turn.group}, traj {turn.traj}, turn {turn.turn}) has {n} tokens > {length}")
+    tokens = np.full(length, pad_id, np.int32)
+    tokens[:n] = prompt + response
+    attention = np.zeros(length, bool)
+    attention[:n] = True
+    loss = np.zeros(length, bool)
+    loss[len(prompt) : n] = True
+    old_logp = np.zeros(length, np.float32)
+    old_logp[len(prompt) : n] = turn.logprobs[: len(response)]
+    row = {
+        "tokens": tokens,
+        "attention_mask": attention,
+        "loss_mask": loss,
+        "old_logp": old_logp,
+        "positions": np.maximum(np.cumsum(attention) - 1, 0).astype(np.int32),
+        "env_reward": np.float32(turn.env_reward),
+        "valid": np.bool_(turn.valid),
+        "row_mask": np.bool_(True),
+    }
+    row |= {k: np.int32(getattr(turn, k)) for k in ROW_INT_FIELDS}
+    return row | {k: np.asarray(v) for k, v in extra.items()}
+
+
+def _pad_batch(batch: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
+    have = len(batch["row_mask"])
+    return {k: np.concatenate([v, np.zeros((rows - have, *v.shape[1:]), v.dtype)]) for k, v in batch.items()}
+
+
+def collate_turns(
+    turns: Sequence[Turn],
+    rows_per_batch: int,
+    seed: int,
+    pad_id: int,
+    extra: dict[str, np.ndarray] | None = None,
+    shard_index: int = 0,
+    shard_count: int = 1,
+    length: int | None = None,
+) -> grain.DatasetIterator:
+    """A checkpointable iterator of padded mini-batches over this host's share of ``turns``.
+
+    ``extra`` holds per-turn values aligned with ``turns`` (e.g. ``advantages``) that travel with rows.
+    """
+    if not turns:
+        raise ValueError("no turns to collate")
+    extra = extra or {}
+    for name, values in extra.items():
+        if len(values) != len(turns):
+            raise ValueError(f"extra[{name!r}] has {len(values)} entries for {len(turns)} turns")
+    length = length or length_bucket(max(len(t.prompt_ids) + len(t.response_ids) for t in turns))
+    indices = list(range(len(turns)))[shard_index::shard_count]
+    dataset = (
+        grain.MapDataset.source(indices)
+        .shuffle(seed=seed)
+        .map(lambda i: turn_row(turns[i], length, pad_id, {k: v[i] for k, v in extra.items()}))
+        .batch(rows_per_batch, drop_remainder=False)
+        .map(lambda b: _pad_batch(b, rows_per_batch))
+    )
+    return iter(dataset.to_iter_dataset())

@@ -1,0 +1,94 @@
+"""Finding ALFWorld games: a split, optional task-type filter, unsolvable games excluded.
+
+Accepts the layout ``alfworld-download`` produces (``$ALFWORLD_DATA/json_2.1.1/<split>/<task>/<trial>/``)
+and the same tree given directly. Splits: ``train``, ``valid_seen``, ``valid_unseen``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+SPLITS = ("train", "valid_seen", "valid_unseen")
+GAME_FILE = "game.tw-pddl"
+HOW_TO_GET = (
+    "set ALFWORLD_DATA to a folder holding json_2.1.1/ (on this project's machines: ../shared/data/alfworld; "
+    "with internet: pip install alfworld && alfworld-download)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Game:
+    path: Path  # the game.tw-pddl file
+    split: str
+    task_type: str
+
+    @property
+    def game_id(self) -> str:
+        """``<task folder>/<trial folder>``: unique within a split."""
+        return f"{self.path.parent.parent.name}/{self.path.parent.name}"
+
+
+def task_type_of(task_folder: str) -> str:
+    for task in TASK_TYPES:
+        if task_folder.startswith(task + "-"):
+            return task
+    raise ValueError(f"game folder {task_folder!r} does not start with a known task type {TASK_TYPES}")
+
+
+def data_root(data_dir: str | Path | None = None) -> Path:
+    candidates = [Path(data_dir)] if data_dir else []
+    if os.environ.get("ALFWORLD_DATA"):
+        candidates.append(Path(os.environ["ALFWORLD_DATA"]))
+    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld")
+    for root in candidates:
+        if (root / "json_2.1.1").is_dir():
+            return root / "json_2.1.1"
+        if any((root / split).is_dir() for split in SPLITS):
+            return root
+    looked = ", ".join(str(c) for c in candidates) or "(nowhere: no data_dir and no ALFWORLD_DATA)"
+    raise FileNotFoundError(f"no ALFWorld games found; looked in {looked}; {HOW_TO_GET}")
+
+
+def discover_games(
+    split: str,
+    data_dir: str | Path | None = None,
+    task_types: tuple[str, ...] | None = None,
+    include_unsolvable: bool = False,
+) -> list[Game]:
+    """The games of a split in sorted path order."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r}: expected one of {SPLITS}")
+    for task in task_types or ():
+        if task not in TASK_TYPES:
+            raise ValueError(f"task type {task!r}: expected some of {TASK_TYPES}")
+    root = data_root(data_dir) / split
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: split {split!r} not found; {HOW_TO_GET}")
+    games = []
+    for path in sorted(root.glob(f"*/*/{GAME_FILE}")):
+        task = task_type_of(path.parent.parent.name)
+        if task_types and task not in task_types:
+            continue
+        if not include_unsolvable and not json.loads(path.read_text()).get("solvable", True):
+            continue
+        games.append(Game(path, split, task))
+    if not games:
+        raise FileNotFoundError(
+            f"{root}: no {GAME_FILE} files{' of task types ' + str(task_types) if task_types else ''}; {HOW_TO_GET}"
+        )
+    return games
+
+
+def walkthrough(game: Game) -> list[str]:
+    return list(json.loads(game.path.read_text()).get("walkthrough") or [])
