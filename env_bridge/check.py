@@ -18,7 +18,8 @@ from env_bridge.worker_pool import EnvPool, Failure, Op
 
 def play_games(
     games: list[Game], policy: str, workers: int, seed: int = 0, max_turns: int = 50, progress: bool = True
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[str]]:
+    """Returns ``(summary, failures)``: the summary has exactly the keys ``ggtrain env check`` prints."""
     if policy not in ("walkthrough", "random"):
         raise ValueError(f"policy {policy!r}: expected 'walkthrough' or 'random'")
     from tqdm import tqdm
@@ -68,7 +69,7 @@ def play_games(
             bar.update(len(batch))
         restarts = pool.restarts
     bar.close()
-    summary = {
+    summary: dict[str, Any] = {
         "games": len(games),
         "games_won": won,
         "steps": steps,
