@@ -27,6 +27,9 @@ HOW_TO_GET = (
 )
 
 
+ALFWORLD_DEFAULT_CACHE = Path("~/.cache/alfworld").expanduser()
+
+
 @dataclasses.dataclass(frozen=True)
 class Game:
     path: Path  # the game.tw-pddl file
@@ -47,10 +50,19 @@ def task_type_of(task_folder: str) -> str:
 
 
 def data_root(data_dir: str | Path | None = None) -> Path:
-    candidates = [Path(data_dir)] if data_dir else []
-    if os.environ.get("ALFWORLD_DATA"):
-        candidates.append(Path(os.environ["ALFWORLD_DATA"]))
-    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld")
+    """The folder holding the splits: ``data_dir`` if given, else ``$ALFWORLD_DATA`` if set, else the
+    project's ``../shared/data/alfworld``. An explicit choice that holds no games is an error, never a
+    silent fall-back to another folder."""
+    env = os.environ.get("ALFWORLD_DATA")
+    # importing alfworld sets ALFWORLD_DATA to its (empty) default cache when it was unset
+    if env and Path(env) == ALFWORLD_DEFAULT_CACHE and not (Path(env) / "json_2.1.1").is_dir():
+        env = None
+    if data_dir:
+        candidates = [Path(data_dir)]
+    elif env:
+        candidates = [Path(env)]
+    else:
+        candidates = [Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"]
     for root in candidates:
         if (root / "json_2.1.1").is_dir():
             return root / "json_2.1.1"
