@@ -10,6 +10,7 @@ import json
 import random
 import sys
 import time
+import zlib
 from typing import Any
 
 from env_bridge.games import Game, walkthrough
@@ -17,9 +18,19 @@ from env_bridge.worker_pool import EnvPool, Failure, Op
 
 
 def play_games(
-    games: list[Game], policy: str, workers: int, seed: int = 0, max_turns: int = 50, progress: bool = True
+    games: list[Game],
+    policy: str,
+    workers: int,
+    seed: int = 0,
+    max_turns: int = 50,
+    progress: bool = True,
+    in_flight: int | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Returns ``(summary, failures)``: the summary has exactly the keys ``ggtrain env check`` prints."""
+    """Returns ``(summary, failures)``: the summary has exactly the keys ``ggtrain env check`` prints.
+
+    ``in_flight`` games (default: one per worker) are played at once; the random policy's choice depends
+    only on (seed, game, turn), so results do not depend on the worker count."""
+    in_flight = in_flight or workers
     if policy not in ("walkthrough", "random"):
         raise ValueError(f"policy {policy!r}: expected 'walkthrough' or 'random'")
     from tqdm import tqdm
@@ -28,16 +39,17 @@ def play_games(
     step_seconds = 0.0
     reset_seconds: list[float] = []
     failures: list[str] = []
-    rng = random.Random(seed)
     bar = tqdm(total=len(games), desc=f"env check ({policy})", unit="game", file=sys.stderr, disable=not progress)
     with EnvPool("alfworld", workers) as pool:
-        for start in range(0, len(games), workers):
-            batch = games[start : start + workers]
+        for start in range(0, len(games), in_flight):
+            batch = games[start : start + in_flight]
             plans = [walkthrough(g) if policy == "walkthrough" else [] for g in batch]
             limit = max((len(p) for p in plans), default=0) if policy == "walkthrough" else max_turns
             t0 = time.perf_counter()
             results = pool.run([Op(s, "reset", str(g.path), seed) for s, g in enumerate(batch)])
-            reset_seconds += [(time.perf_counter() - t0)] * len(batch)
+            # resets run in parallel across workers: a worker does ceil(len(batch) / workers) of them
+            per_worker = -(-len(batch) // workers)
+            reset_seconds += [(time.perf_counter() - t0) / per_worker] * len(batch)
             live = {s for s, r in enumerate(results) if not isinstance(r, Failure)}
             failures += [f"{batch[s].game_id}: {r.reason}" for s, r in enumerate(results) if isinstance(r, Failure)]
             current = dict(enumerate(results))
@@ -49,6 +61,7 @@ def play_games(
                             continue
                         action = plans[s][t]
                     else:
+                        rng = random.Random(zlib.crc32(f"{seed}/{batch[s].game_id}/{t}".encode()))
                         action = rng.choice(current[s].admissible)  # type: ignore[union-attr]
                     ops.append(Op(s, "step", action=action))
                 if not ops:

@@ -19,9 +19,9 @@ def test_discovery_splits_sorted_and_filtered():
 
 def test_missing_data_dir_says_where_it_looked_and_how_to_get_games(tmp_path, monkeypatch):
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "nothing"))
-    with pytest.raises(FileNotFoundError, match="looked in .*nothing.*alfworld-download"):
+    with pytest.raises(FileNotFoundError, match=r"looked in .*nothing.*alfworld-download"):
         discover_games("train")
-    with pytest.raises(FileNotFoundError, match="looked in .*empty.*alfworld-download"):
+    with pytest.raises(FileNotFoundError, match=r"looked in .*empty.*alfworld-download"):
         discover_games("train", data_dir=tmp_path / "empty")
 
 
