@@ -50,10 +50,11 @@ def test_unsolvable_games_are_excluded(tmp_path):
 
 
 @pytest.mark.slow
-def test_walkthrough_wins_a_game_of_every_task_type():
-    games = [next(g for g in discover_games("valid_seen") if g.task_type == task) for task in TASK_TYPES]
+def test_walkthrough_wins_games_of_every_task_type():
+    every = discover_games("valid_seen")
+    games = [g for task in TASK_TYPES for g in [x for x in every if x.task_type == task][:2]]
     summary, failures = play_games(games, "walkthrough", workers=2, progress=False)
     assert failures == []
-    assert summary["games_won"] == len(TASK_TYPES)
+    assert summary["games_won"] == len(games) == 2 * len(TASK_TYPES)
     assert summary["steps"] == sum(len(walkthrough(g)) for g in games)
     assert summary["worker_restarts"] == 0
