@@ -15,14 +15,13 @@ import argparse
 import json
 import os
 import resource
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from experiments.bench.sides import add_side_argument, median_time, run_sides  # noqa: E402
 
 
 def _prompts(batch: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:
@@ -30,16 +29,6 @@ def _prompts(batch: int, length: int, vocab: int, seed: int = 0) -> list[list[in
 
     rng = np.random.default_rng(seed)
     return [rng.integers(100, vocab - 100, size=length).tolist() for _ in range(batch)]
-
-
-def _timed(fn, repeats: int) -> float:
-    fn()  # warm-up / compile
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _generation_rates(batch: int, new_tokens: int, one_token_s: float, all_tokens_s: float) -> dict:
@@ -65,7 +54,7 @@ def run_jax(args: argparse.Namespace) -> dict:
     out: dict = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()]}
     prompt = jnp.asarray(_prompts(1, args.prompt_length, cfg.vocab_size), jnp.int32)
     fwd = jax.jit(lambda p, x: forward(cfg, p, x, jnp.ones(x.shape, bool)))
-    sec = _timed(lambda: jax.block_until_ready(fwd(params, prompt)), args.repeats)
+    sec = median_time(lambda: jax.block_until_ready(fwd(params, prompt)), args.repeats)
     out["prefill_tokens_per_s_batch1"] = args.prompt_length / sec
     sampler = Sampler(cfg, lm.tokenizer, eos_ids=())
     for batch in (1, 16):
@@ -73,7 +62,7 @@ def run_jax(args: argparse.Namespace) -> dict:
         secs = {}
         for new in (1, args.new_tokens):
             sp = SamplingParams(max_new_tokens=new, temperature=0.0, chunk=new)
-            secs[new] = _timed(
+            secs[new] = median_time(
                 lambda ps=prompts, sp=sp: sampler.generate(params, ps, sp, jax.random.PRNGKey(0)), args.repeats
             )
         out |= _generation_rates(batch, args.new_tokens, secs[1], secs[args.new_tokens])
@@ -86,7 +75,7 @@ def run_jax(args: argparse.Namespace) -> dict:
         return -jnp.mean(logp[:, 1:])
 
     grad = jax.jit(jax.value_and_grad(loss))
-    sec = _timed(lambda: jax.block_until_ready(grad(params, tokens)), args.train_repeats)
+    sec = median_time(lambda: jax.block_until_ready(grad(params, tokens)), args.train_repeats)
     out["forward_backward_tokens_per_s"] = args.train_batch * args.train_length / sec
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
@@ -103,7 +92,7 @@ def run_torch(args: argparse.Namespace) -> dict:
     out: dict = {"torch": torch.__version__, "threads": torch.get_num_threads()}
     prompt = torch.tensor(_prompts(1, args.prompt_length, vocab))
     with torch.no_grad():
-        sec = _timed(lambda: model(prompt), args.repeats)
+        sec = median_time(lambda: model(prompt), args.repeats)
     out["prefill_tokens_per_s_batch1"] = args.prompt_length / sec
     for batch in (1, 16):
         ids = torch.tensor(_prompts(batch, args.prompt_length, vocab, seed=batch))
@@ -117,7 +106,7 @@ def run_torch(args: argparse.Namespace) -> dict:
                 pad_token_id=0,
             )
             with torch.no_grad():
-                secs[new] = _timed(lambda i=ids, k=kwargs: model.generate(i, **k), args.repeats)
+                secs[new] = median_time(lambda i=ids, k=kwargs: model.generate(i, **k), args.repeats)
         out |= _generation_rates(batch, args.new_tokens, secs[1], secs[args.new_tokens])
     model.train()
     tokens = torch.tensor(_prompts(args.train_batch, args.train_length, vocab))
@@ -128,7 +117,7 @@ def run_torch(args: argparse.Namespace) -> dict:
         loss = -torch.log_softmax(logits, -1).gather(-1, tokens[:, 1:, None]).mean()
         loss.backward()
 
-    sec = _timed(step, args.train_repeats)
+    sec = median_time(step, args.train_repeats)
     out["forward_backward_tokens_per_s"] = args.train_batch * args.train_length / sec
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
@@ -142,24 +131,12 @@ def main() -> None:
     parser.add_argument("--train-length", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--train-repeats", type=int, default=2)
-    parser.add_argument("--side", choices=["jax", "torch"], help=argparse.SUPPRESS)
+    add_side_argument(parser)
     args = parser.parse_args()
     if args.side:
         print(json.dumps(run_jax(args) if args.side == "jax" else run_torch(args)))
         return
-    forwarded = [a for a in sys.argv[1:]]
-    sides = {}
-    for side in ("jax", "torch"):
-        proc = subprocess.run(
-            [sys.executable, __file__, "--side", side, *forwarded],
-            capture_output=True,
-            text=True,
-            env=os.environ | {"TOKENIZERS_PARALLELISM": "false"},
-        )
-        if proc.returncode != 0:
-            sys.stderr.write(proc.stderr)
-            raise SystemExit(f"the {side} side failed")
-        sides[side] = json.loads(proc.stdout.strip().splitlines()[-1])
+    sides = run_sides(__file__, sys.argv[1:])
     keys = [
         "prefill_tokens_per_s_batch1",
         "decode_tokens_per_s_batch1",

@@ -12,14 +12,14 @@ import argparse
 import json
 import os
 import resource
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from experiments.bench.sides import add_side_argument, median_time, run_sides  # noqa: E402
 
 
 def _batch(rows: int, length: int, vocab: int):
@@ -46,16 +46,6 @@ def _batch(rows: int, length: int, vocab: int):
     }
 
 
-def _median_time(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def run_jax(args: argparse.Namespace) -> dict:
     import dataclasses
 
@@ -78,12 +68,12 @@ def run_jax(args: argparse.Namespace) -> dict:
     row_fields = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid", "row_mask")
     rows = {k: batch[k] for k in row_fields}
     batch["advantages"] = compute_advantages("graphgpo", rows)
-    advantage_s = _median_time(lambda: compute_advantages("graphgpo", rows), 20)
+    advantage_s = median_time(lambda: compute_advantages("graphgpo", rows), 20)
     updater = Updater.create(model_config, lm.params, config, devices=jax.devices()[:1])
     start = time.perf_counter()
     updater.update(batch)
     compile_and_first = time.perf_counter() - start
-    step_s = _median_time(lambda: updater.update(batch), args.repeats)
+    step_s = median_time(lambda: updater.update(batch), args.repeats)
     return {
         "update_tokens_per_s": args.rows * args.length / step_s,
         "step_s": step_s,
@@ -113,7 +103,7 @@ def run_torch(args: argparse.Namespace) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    step_s = _median_time(step, args.repeats)
+    step_s = median_time(step, args.repeats)
     return {
         "update_tokens_per_s": args.rows * args.length / step_s,
         "step_s": step_s,
@@ -128,23 +118,12 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=512)
     parser.add_argument("--micro", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--side", choices=["jax", "torch"], help=argparse.SUPPRESS)
+    add_side_argument(parser)
     args = parser.parse_args()
     if args.side:
         print(json.dumps(run_jax(args) if args.side == "jax" else run_torch(args)))
         return
-    sides = {}
-    for side in ("jax", "torch"):
-        proc = subprocess.run(
-            [sys.executable, __file__, "--side", side, *sys.argv[1:]],
-            capture_output=True,
-            text=True,
-            env=os.environ | {"TOKENIZERS_PARALLELISM": "false"},
-        )
-        if proc.returncode != 0:
-            sys.stderr.write(proc.stderr)
-            raise SystemExit(f"the {side} side failed")
-        sides[side] = json.loads(proc.stdout.strip().splitlines()[-1])
+    sides = run_sides(__file__, sys.argv[1:])
     print(
         json.dumps(
             {
