@@ -108,19 +108,30 @@ class RolloutDriver:
     retries: int = 1
     chat: bool = True
 
-    def prompt_ids(self, text: str) -> list[int]:
+    def encode_prompt(self, text: str) -> list[int]:
         if self.chat:
             rendered = self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": text}], add_generation_prompt=True
             )
-            ids = self.tokenizer.encode(str(rendered), add_special_tokens=False)
-        else:
-            ids = self.tokenizer.encode(text)
-        if len(ids) > self.max_prompt_tokens:
-            raise ValueError(
-                f"prompt of {len(ids)} tokens exceeds max_prompt_tokens={self.max_prompt_tokens}; "
-                "lower PromptBuilder.history_length or raise the limit"
+            return list(self.tokenizer.encode(str(rendered), add_special_tokens=False))
+        return list(self.tokenizer.encode(text))
+
+    def fit_prompt(
+        self, task: str, history: list[tuple[str, str]], observation: str, admissible: list[str], tracked: str
+    ) -> list[int]:
+        """The prompt's ids within ``max_prompt_tokens``: fewer history pairs first, then the middle of the
+        text is cut out, keeping its start (the task) and its end (admissible actions and the format)."""
+        for h in range(self.prompts.history_length, -1, -1):
+            text = dataclasses.replace(self.prompts, history_length=h).text(
+                task, history, observation, admissible, tracked
             )
+            ids = self.encode_prompt(text)
+            if len(ids) <= self.max_prompt_tokens:
+                return ids
+        while len(ids) > self.max_prompt_tokens:
+            keep = int(len(text) * self.max_prompt_tokens / len(ids) * 0.9)
+            text = text[: keep // 2] + " ... " + text[len(text) - keep // 2 :]
+            ids = self.encode_prompt(text)
         return ids
 
     def run(
@@ -194,10 +205,11 @@ class RolloutDriver:
             for s in active:
                 now = current[s]
                 assert now is not None
-                text = self.prompts.text(
-                    task[s], history[s], now.observation, now.admissible, trackers[s].key("", []).strip()
+                prompts.append(
+                    self.fit_prompt(
+                        task[s], history[s], now.observation, now.admissible, trackers[s].key("", []).strip()
+                    )
                 )
-                prompts.append(self.prompt_ids(text))
                 views.append(SlotView(s, games[group_of[s]], now.observation, now.admissible, t))
             responses = policy.act(prompts, views, t)
             parsed = [

@@ -98,6 +98,70 @@ def cmd_env_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resolve(args: argparse.Namespace) -> Any:
+    from ggtrain.config import config_file, resolve_config
+
+    return resolve_config([config_file(args.config)], args.set)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import time
+
+    from ggtrain.train_loop import train
+
+    if args.resume:
+        run_dir = Path(args.resume)
+        if not (run_dir / "config.json").exists():
+            raise ValueError(f"--resume {run_dir}: not a run directory (no config.json)")
+        config = _resolve(args)
+    else:
+        config = _resolve(args)
+        name = Path(args.config).stem
+        run_dir = Path(args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    summary = train(config, run_dir, resume=bool(args.resume))
+    print(json.dumps({"run_dir": str(run_dir), "last_iteration": summary}))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import jax
+
+    from env_bridge.worker_pool import EnvPool
+    from ggtrain.config import config_file, resolve_config
+    from ggtrain.evaluate import eval_games, evaluate, write_outcomes
+    from models import load_pretrained
+    from models.zoo import resolve_model_path
+
+    if bool(args.run) == bool(args.model):
+        raise ValueError("give exactly one of --run RUN_DIR or --model PATH")
+    config = resolve_config([config_file(args.config)], args.set)
+    if args.run:
+        from ggtrain.checkpoint import CheckpointStore
+        from ggtrain.update_loop import Updater
+
+        run_config = json.loads((Path(args.run) / "config.json").read_text())
+        lm = load_pretrained(resolve_model_path(run_config["model"]["path"]))
+        updater = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
+        store = CheckpointStore(Path(args.run) / "checkpoints", config.checkpoint)
+        restored = store.restore_latest(updater.abstract_state())
+        store.close()
+        if restored is None:
+            raise ValueError(f"--run {args.run}: no checkpoint to evaluate")
+        params = restored[1].params
+    else:
+        lm = load_pretrained(resolve_model_path(args.model))
+        params = lm.params
+    games = eval_games(config, args.split, args.games)
+    with EnvPool(config.rollout.env, config.rollout.workers) as pool:
+        summary, records = evaluate(
+            config, lm.config, params, lm.tokenizer, games, args.seeds, pool, temperature=args.temperature
+        )
+    out = Path(args.out or (Path(args.run) / "eval" if args.run else Path("eval_outcomes")))
+    write_outcomes(records, out / f"{args.split}.jsonl")
+    print(json.dumps(summary))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ggtrain", description=__doc__)
     parser.add_argument("--version", action="version", version=f"ggtrain {__version__}")
@@ -125,6 +189,31 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("out_dir")
     imp.set_defaults(func=cmd_model_import_gguf)
 
+    tr = sub.add_parser("train", help="train an agent (rollout -> advantages -> update -> eval -> checkpoint)")
+    tr.add_argument("--config", default="quickstart", help="gin file, or a name in configs/ (default quickstart)")
+    tr.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="gin binding, e.g. --set RolloutConfig.max_turns=4 (repeatable)",
+    )
+    tr.add_argument("--run-dir", help="default runs/<config>-<timestamp>")
+    tr.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest readable checkpoint")
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser("eval", help="evaluate a run's checkpoint or a model directory")
+    ev.add_argument("--run", help="run directory (its newest checkpoint)")
+    ev.add_argument("--model", help="model directory or alias")
+    ev.add_argument("--config", default="quickstart")
+    ev.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ev.add_argument("--split", default="valid_seen", choices=["train", "valid_seen", "valid_unseen"])
+    ev.add_argument("--games", type=int, default=128)
+    ev.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ev.add_argument("--temperature", type=float, default=None, help="default EvalConfig.temperature (0.4)")
+    ev.add_argument("--out", help="folder for the per-game JSONL (default RUN_DIR/eval)")
+    ev.set_defaults(func=cmd_eval)
+
     env = sub.add_parser("env", help="environments").add_subparsers(dest="env_command", required=True)
     check = env.add_parser(
         "check",
@@ -150,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except ValueError as error:
+    except (ValueError, FileNotFoundError) as error:
         print(f"ggtrain {args.command}: error: {error}", file=sys.stderr)
         return 2
 

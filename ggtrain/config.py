@@ -95,8 +95,43 @@ class CheckpointConfig:
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+    env: str = "alfworld"  # alfworld | builtin
+    split: str = "train"
+    task_types: tuple[str, ...] = ()
+    builtin_games: tuple[str, ...] = ("builtin:5:2:3", "builtin:6:1:4", "builtin:7:3:5", "builtin:5:4:1")
+    groups_per_iteration: int = 16
+    group_size: int = 8
+    max_turns: int = 50
+    max_prompt_tokens: int = 2048
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    history_length: int = 2
+    show_tracked_state: bool = False
+    strict_actions: bool = False
+    workers: int = 2
+    retries: int = 1
+    step_timeout_s: float = 60.0
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    split: str = "valid_seen"
+    games: int = 128
+    every: int = 5  # iterations between evaluations; 0 = only at the end
+    temperature: float = 0.4
+    max_turns: int = 50
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
 class TrainConfig:
     seed: int = 0
+    iterations: int = 150
+    data_dir: str = ""  # ALFWorld data; "" = $ALFWORLD_DATA, then ../shared/data/alfworld
     estimator: str = "graphgpo"
     model: ModelSpec = dataclasses.field(default_factory=ModelSpec)
     advantage: AdvantageConfig = dataclasses.field(default_factory=GinAdvantageConfig)
@@ -106,6 +141,8 @@ class TrainConfig:
     policies: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
 
 
 class ConfigError(ValueError):
@@ -123,7 +160,8 @@ def _check_types(obj: Any, prefix: str = "") -> None:
         expected = hints[field.name]
         allowed = typing.get_args(expected) if isinstance(expected, types.UnionType) else (expected,)
         ok = any(
-            (a is type(None) and value is None)
+            (typing.get_origin(a) is tuple and isinstance(value, tuple))
+            or (a is type(None) and value is None)
             or (a is float and isinstance(value, (int, float)) and not isinstance(value, bool))
             or (a is int and isinstance(value, int) and not isinstance(value, bool))
             or (a not in (int, float, type(None)) and isinstance(a, type) and isinstance(value, a))

@@ -57,3 +57,63 @@ def qwen25_tokenizer(root: Path | None = None) -> Tokenizer:
     config.pop("chat_template", None)
     config |= {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
     return Tokenizer(Backend.from_str(json.dumps(data)), config, qwen25_chat_template(root))
+
+
+def tiny_random_dir(root: Path | None = None, seed: int = 0) -> Path:
+    """A tiny randomly initialized Llama-architecture model with the real SmolLM2 tokenizer (vocabulary
+    49,152), for end-to-end tests that need seconds, not minutes. Written once to the cache."""
+    import jax
+
+    from models.config import ModelConfig
+    from models.decoder import init_params
+    from models.pretrained import LanguageModel
+
+    out = (root or cache_dir()) / "models" / f"tiny-random-smollm-tokenizer-{seed}"
+    if (out / ".complete").exists():
+        return out
+    tokenizer_dir = smollm2_135m_instruct_dir(root)
+    config = ModelConfig(
+        model_type="llama",
+        vocab_size=49152,
+        hidden_size=32,
+        intermediate_size=64,
+        num_layers=2,
+        num_heads=2,
+        num_kv_heads=1,
+        head_dim=16,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=4096,
+        attention_bias=False,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    tmp = out.with_name(out.name + ".partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    LanguageModel(config, init_params(config, jax.random.PRNGKey(seed)), Tokenizer.from_dir(tokenizer_dir)).save(tmp)
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    (out / ".complete").write_text("tiny random\n")
+    return out
+
+
+MODEL_ALIASES = {
+    "smollm2-135m-instruct": smollm2_135m_instruct_dir,
+    "tiny-random": tiny_random_dir,
+}
+
+
+def resolve_model_path(name_or_path: str) -> Path:
+    """A local HF directory, or an alias: ``smollm2-135m-instruct`` or ``tiny-random``."""
+    if name_or_path in MODEL_ALIASES:
+        return MODEL_ALIASES[name_or_path]()
+    path = Path(name_or_path).expanduser()
+    if not name_or_path or not (path / "config.json").exists():
+        raise ValueError(
+            f"model path {name_or_path!r} is not a model directory (no config.json) and not one of"
+            f" the aliases {sorted(MODEL_ALIASES)}"
+        )
+    return path

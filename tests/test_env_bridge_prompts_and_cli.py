@@ -45,3 +45,17 @@ def test_env_check_with_missing_data_is_a_one_line_error(tmp_path, capsys):
     assert main(["env", "check", "--data-dir", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert "looked in" in err and str(tmp_path / "none") in err
+
+
+def test_long_prompts_drop_history_then_cut_the_middle(qwen_tokenizer):
+    from env_bridge.rollout import RolloutDriver
+
+    driver = RolloutDriver(None, qwen_tokenizer, PromptBuilder(history_length=3), max_prompt_tokens=200)  # type: ignore[arg-type]
+    history = [(f"observation {i} " + "word " * 20, f"go to place {i}") for i in range(5)]
+    admissible = [f"go to drawer {i}" for i in range(40)]
+    ids = driver.fit_prompt("put a clean apple in fridge.", history, "You arrive at drawer 1.", admissible, "")
+    text = qwen_tokenizer.decode(ids)
+    assert len(ids) <= 200
+    assert "You are an expert agent" in text and "<action> </action> tags." in text and " ... " in text
+    short = driver.fit_prompt("t", history[:1], "obs", ["look"], "")
+    assert " ... " not in qwen_tokenizer.decode(short) and "Observation 1" in qwen_tokenizer.decode(short)

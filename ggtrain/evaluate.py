@@ -1,0 +1,113 @@
+"""Evaluation: success rate overall and per task type, a Wilson 95 % interval, per-game outcomes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from env_bridge.games import discover_games
+from env_bridge.prompts import PromptBuilder
+from env_bridge.rollout import RolloutDriver, SamplerPolicy
+from env_bridge.worker_pool import EnvPool
+from ggtrain.config import TrainConfig
+from models.sampler import Sampler, SamplingParams
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 0.0
+    p = successes / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalGame:
+    game: str  # game file path or builtin spec
+    game_id: str
+    task_type: str
+
+
+def eval_games(config: TrainConfig, split: str, count: int) -> list[EvalGame]:
+    if config.rollout.env == "builtin":
+        specs = list(config.rollout.builtin_games)
+        return [EvalGame(specs[i % len(specs)], f"{specs[i % len(specs)]}#{i}", "builtin") for i in range(count)]
+    games = discover_games(split, config.data_dir or None, config.rollout.task_types or None)[:count]
+    return [EvalGame(str(g.path), g.game_id, g.task_type) for g in games]
+
+
+def evaluate(
+    config: TrainConfig,
+    model_config: Any,
+    params: Any,
+    tokenizer: Any,
+    games: list[EvalGame],
+    seeds: list[int],
+    pool: EnvPool,
+    temperature: float | None = None,
+) -> tuple[dict[str, Any], list[dict]]:
+    """Plays every game once per seed; returns (summary, per-game outcome records)."""
+    rollout, ev = config.rollout, config.eval
+    driver = RolloutDriver(
+        pool,
+        tokenizer,
+        PromptBuilder(rollout.history_length, show_tracked_state=rollout.show_tracked_state),
+        max_turns=ev.max_turns,
+        max_prompt_tokens=rollout.max_prompt_tokens,
+        strict_actions=rollout.strict_actions,
+        retries=rollout.retries,
+    )
+    sampler = Sampler(model_config, tokenizer)
+    sampling = SamplingParams(
+        max_new_tokens=rollout.max_new_tokens,
+        temperature=ev.temperature if temperature is None else temperature,
+        top_p=rollout.top_p,
+        top_k=rollout.top_k,
+        stop=("</action>",),
+    )
+    records: list[dict[str, Any]] = []
+    for seed in seeds:
+        policy = SamplerPolicy(sampler, params, sampling, jax.random.PRNGKey(10_000 + seed))
+        result = driver.run([g.game for g in games], 1, policy, seed=seed)
+        by_group = {e["group"]: e for e in result.episodes}
+        for i, g in enumerate(games):
+            e = by_group.get(i)
+            records.append(
+                {
+                    "game_id": g.game_id,
+                    "task_type": g.task_type,
+                    "seed": seed,
+                    "won": bool(e and e["won"]),
+                    "turns": e["turns"] if e else 0,
+                    "invalid_actions": e["invalid"] if e else 0,
+                    "completed": e is not None,
+                }
+            )
+    won = sum(r["won"] for r in records)
+    lo, hi = wilson_interval(won, len(records))
+    per_type: dict[str, list[bool]] = {}
+    for r in records:
+        per_type.setdefault(r["task_type"], []).append(r["won"])
+    summary = {
+        "episodes": len(records),
+        "success_rate": won / max(len(records), 1),
+        "wilson95": [lo, hi],
+        "per_task_type": {k: sum(v) / len(v) for k, v in sorted(per_type.items())},
+        "mean_turns": sum(r["turns"] for r in records) / max(len(records), 1),
+        "invalid_action_rate": sum(r["invalid_actions"] for r in records) / max(sum(r["turns"] for r in records), 1),
+    }
+    return summary, records
+
+
+def write_outcomes(records: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")

@@ -1,0 +1,223 @@
+"""``ggtrain train``: rollout (behavior policy) -> advantages (graph/) -> update -> evaluation ->
+checkpoint, one iteration at a time; resumable; SIGTERM / Ctrl-C checkpoint and exit cleanly."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from env_bridge.collate import collate_turns
+from env_bridge.games import discover_games
+from env_bridge.prompts import PromptBuilder
+from env_bridge.rollout import RolloutDriver, SamplerPolicy
+from env_bridge.worker_pool import EnvPool
+from ggtrain.checkpoint import CheckpointStore
+from ggtrain.config import TrainConfig, config_to_dict, write_resolved_config
+from ggtrain.evaluate import eval_games, evaluate, write_outcomes
+from ggtrain.manifest import Manifest, game_list_hash, model_hashes
+from ggtrain.metrics import MetricAccumulator, MetricsWriter
+from ggtrain.update_loop import Updater
+from graph import compute_advantages_with_diagnostics
+from models import load_pretrained
+from models.sampler import Sampler, SamplingParams
+from models.zoo import resolve_model_path
+
+ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid")
+
+
+class Interrupted(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class StopFlag:
+    requested: str = ""
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        self.requested = signal.Signals(signum).name
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def training_games(config: TrainConfig) -> list[str]:
+    if config.rollout.env == "builtin":
+        return list(config.rollout.builtin_games)
+    games = discover_games(config.rollout.split, config.data_dir or None, config.rollout.task_types or None)
+    return [str(g.path) for g in games]
+
+
+def _scalar_diagnostics(diagnostics: dict[str, Any]) -> dict[str, float]:
+    return {f"graph/{k}": float(v) for k, v in diagnostics.items() if np.ndim(v) == 0}
+
+
+def train(config: TrainConfig, run_dir: str | Path, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    run_dir = Path(run_dir)
+    if (run_dir / "checkpoints").exists() and not resume:
+        raise ValueError(f"run directory {run_dir} already has checkpoints; pass --resume to continue it")
+    # everything that can fail on a bad configuration happens before anything is written
+    model_dir = resolve_model_path(config.model.path)
+    games = training_games(config)
+    evaluation = eval_games(config, config.eval.split, config.eval.games)
+    seeds = {"training": config.seed, "environment": config.seed, "rollout": config.seed, "evaluation": 0}
+    manifest = Manifest.open(run_dir, config_to_dict(config), seeds)
+    write_resolved_config(config, run_dir)
+    manifest.set("model_files", {"path": str(model_dir), "sha256": model_hashes(model_dir)})
+    manifest.set(
+        "game_lists",
+        {
+            config.rollout.split if config.rollout.env == "alfworld" else "builtin": game_list_hash(games),
+            f"eval:{config.eval.split}": game_list_hash([g.game for g in evaluation]),
+        },
+    )
+    lm = load_pretrained(model_dir, config.model.param_dtype, config.model.dtype)
+    model_config = lm.config.replace(remat=config.model.remat)
+    updater = Updater.create(model_config, lm.params, config)
+    store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=_log)
+    start = 0
+    restored = store.restore_latest(updater.abstract_state()) if resume else None
+    if restored is not None:
+        _, updater.state, record = restored
+        start = int(record["iteration"])
+        _log(f"ggtrain: resumed {run_dir} at iteration {start}")
+    for failure in store.failures:
+        manifest.event("checkpoint_unreadable", message=failure)
+    writer = MetricsWriter(run_dir)
+    stop = StopFlag()
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    rollout = config.rollout
+    pool = EnvPool(rollout.env, rollout.workers, step_timeout_s=rollout.step_timeout_s)
+    sampler = Sampler(lm.config, lm.tokenizer)
+    driver = RolloutDriver(
+        pool,
+        lm.tokenizer,
+        PromptBuilder(rollout.history_length, show_tracked_state=rollout.show_tracked_state),
+        max_turns=rollout.max_turns,
+        max_prompt_tokens=rollout.max_prompt_tokens,
+        strict_actions=rollout.strict_actions,
+        retries=rollout.retries,
+    )
+    sampling = SamplingParams(
+        max_new_tokens=rollout.max_new_tokens,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        top_k=rollout.top_k,
+        stop=("</action>",),
+    )
+    last: dict[str, Any] = {}
+    try:
+        for iteration in range(start, config.iterations):
+            started = time.perf_counter()
+            rng = np.random.default_rng([config.seed, iteration])
+            chosen = [
+                games[i]
+                for i in rng.choice(
+                    len(games), rollout.groups_per_iteration, replace=len(games) < rollout.groups_per_iteration
+                )
+            ]
+            policy = SamplerPolicy(
+                sampler,
+                updater.state.behavior_params,
+                sampling,
+                jax.random.fold_in(jax.random.PRNGKey(config.seed), iteration),
+            )
+            t0 = time.perf_counter()
+            result = driver.run(
+                chosen,
+                rollout.group_size,
+                policy,
+                seed=config.seed * 100_003 + iteration,
+                policy_version=int(updater.state.step),
+            )
+            rollout_s = time.perf_counter() - t0
+            for dropped in result.dropped_groups:
+                manifest.event("group_dropped", iteration=iteration, **dropped)
+            if stop.requested:
+                raise Interrupted(stop.requested)
+            if not result.turns:
+                raise RuntimeError(f"iteration {iteration}: every task group failed ({result.dropped_groups})")
+            rows = {k: np.asarray([getattr(t, k) for t in result.turns]) for k in ROW_FIELDS}
+            t0 = time.perf_counter()
+            advantages, diagnostics = compute_advantages_with_diagnostics(
+                config.estimator, rows, **dataclasses.asdict(config.advantage)
+            )
+            advantage_ms = (time.perf_counter() - t0) * 1e3
+            update = MetricAccumulator()
+            t0 = time.perf_counter()
+            for epoch in range(config.batch.epochs):
+                batches = collate_turns(
+                    result.turns,
+                    config.batch.mini_batch_rows,
+                    seed=config.seed * 7919 + iteration + 104_729 * epoch,
+                    pad_id=lm.tokenizer.pad_token_id,
+                    extra={"advantages": advantages},
+                    shard_index=jax.process_index(),
+                    shard_count=jax.process_count(),
+                )
+                for batch in batches:
+                    batch.pop("positions")
+                    batch.pop("policy_version")
+                    step_metrics = updater.update(batch)
+                    update.add({k: (v, 1.0) for k, v in step_metrics.items()})
+            update_s = time.perf_counter() - t0
+            episodes = result.episodes
+            turns = sum(e["turns"] for e in episodes)
+            metrics = (
+                {
+                    "success_rate": sum(e["won"] for e in episodes) / max(len(episodes), 1),
+                    "mean_turns": turns / max(len(episodes), 1),
+                    "invalid_action_rate": sum(e["invalid"] for e in episodes) / max(turns, 1),
+                    "advantage_ms": advantage_ms,
+                    "rollout_s": rollout_s,
+                    "update_s": update_s,
+                    "groups_dropped": float(len(result.dropped_groups)),
+                    "groups_rerun": float(result.rerun_groups),
+                }
+                | update.means()
+                | _scalar_diagnostics(diagnostics)
+            )
+            if (config.eval.every and (iteration + 1) % config.eval.every == 0) or iteration + 1 == config.iterations:
+                summary, records = evaluate(
+                    config, lm.config, updater.state.params, lm.tokenizer, evaluation, [0], pool
+                )
+                write_outcomes(records, run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
+                writer.write(iteration + 1, {"success_rate": summary["success_rate"]}, prefix="eval/")
+                metrics["eval_success_rate"] = summary["success_rate"]
+            metrics["iteration_s"] = time.perf_counter() - started
+            writer.write(iteration + 1, metrics)
+            store.save(
+                iteration + 1,
+                updater.state,
+                {"iteration": iteration + 1, "config": config_to_dict(config)},
+                {"eval/success_rate": metrics["eval_success_rate"]} if "eval_success_rate" in metrics else {},
+            )
+            last = metrics
+            _log(
+                f"iter {iteration + 1}/{config.iterations} success {metrics['success_rate']:.3f} "
+                f"turns {metrics['mean_turns']:.1f} invalid {metrics['invalid_action_rate']:.2f} "
+                f"loss {metrics.get('loss', metrics.get('ggpo_loss', float('nan'))):.4f} "
+                f"kl {metrics.get('kl', 0.0):.4f} tok/s {metrics.get('tokens_per_s', 0.0):.0f} "
+                f"adv {advantage_ms:.2f} ms"
+                + (f" eval {metrics['eval_success_rate']:.3f}" if "eval_success_rate" in metrics else "")
+            )
+            if stop.requested:
+                raise Interrupted(stop.requested)
+    except (Interrupted, KeyboardInterrupt) as reason:
+        manifest.event("interrupted", signal=str(reason) or "SIGINT", iteration=int(updater.state.step))
+        _log(f"ggtrain: {reason or 'interrupt'}: the last completed iteration is checkpointed; resume with --resume")
+    finally:
+        store.close()
+        writer.close()
+        pool.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    return last

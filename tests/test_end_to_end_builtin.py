@@ -1,0 +1,144 @@
+"""End to end on the built-in environment with a tiny random model: train -> checkpoint -> SIGTERM ->
+resume -> eval, through the real command line in child processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BINDINGS = [
+    "ModelSpec.path='tiny-random'",
+    "ModelSpec.remat=False",
+    "RolloutConfig.env='builtin'",
+    "RolloutConfig.groups_per_iteration=2",
+    "RolloutConfig.group_size=4",
+    "RolloutConfig.max_turns=3",
+    "RolloutConfig.max_new_tokens=16",
+    "RolloutConfig.max_prompt_tokens=512",
+    "BatchConfig.mini_batch_rows=8",
+    "BatchConfig.micro_batch_rows=4",
+    "EvalConfig.games=2",
+    "EvalConfig.every=0",
+    "EvalConfig.max_turns=2",
+    "CheckpointConfig.async_save=False",
+]
+
+
+def _cmd(*args: str, iterations: int) -> list[str]:
+    sets = [x for b in [*BINDINGS, f"TrainConfig.iterations={iterations}"] for x in ("--set", b)]
+    return [sys.executable, "-m", "ggtrain.cli", *args, "--config", "graphgpo", *sets]
+
+
+def _env() -> dict[str, str]:
+    return os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.mark.slow
+def test_train_sigterm_resume_eval(tmp_path):
+    from models.zoo import tiny_random_dir
+
+    tiny_random_dir()  # build the cached model once, outside the timed child
+    run = tmp_path / "run"
+    child = subprocess.Popen(
+        _cmd("train", "--run-dir", str(run), iterations=50),
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 240
+    while time.time() < deadline and not (run / "checkpoints" / "1").exists():
+        time.sleep(0.5)
+    assert (run / "checkpoints" / "1").exists(), child.stderr.read() if child.poll() is not None else "no checkpoint"
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=240)
+    assert child.returncode == 0, err
+    assert "SIGTERM" in err and "--resume" in err
+    done = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+    assert done and done[-1] < 50
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["events"][-1]["kind"] == "interrupted"
+
+    resumed = subprocess.run(
+        _cmd("train", "--resume", str(run), iterations=done[-1] + 1),
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed {run} at iteration {done[-1]}" in resumed.stderr
+    steps = [
+        json.loads(line)["step"]
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if "train/success_rate" in line
+    ]
+    assert steps == list(range(1, done[-1] + 2))  # each iteration logged once, none repeated or skipped
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert [e["kind"] for e in manifest["events"]].count("restart") == 1
+    for key in ("packages", "jax", "git", "model_files", "game_lists", "config", "seeds", "command", "started"):
+        assert manifest[key], key
+    assert manifest["ended"]
+
+    evaluated = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ggtrain.cli",
+            "eval",
+            "--run",
+            str(run),
+            "--config",
+            "graphgpo",
+            *[x for b in BINDINGS for x in ("--set", b)],
+            "--games",
+            "2",
+            "--seeds",
+            "0",
+            "1",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    summary = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert summary["episodes"] == 4 and 0.0 <= summary["success_rate"] <= 1.0
+    assert len(summary["wilson95"]) == 2 and "builtin" in summary["per_task_type"]
+    outcomes = (run / "eval" / "valid_seen.jsonl").read_text().splitlines()
+    assert len(outcomes) == 4 and {"game_id", "seed", "won", "turns", "invalid_actions"} <= set(json.loads(outcomes[0]))
+
+
+def test_configuration_errors_exit_nonzero_with_one_line_and_write_nothing(tmp_path):
+    cases = [
+        (["--set", "RolloutConfig.max_turn=3"], "max_turn"),
+        (["--set", "RolloutConfig.max_turns='three'"], "RolloutConfig.max_turns"),
+        (["--set", "ModelSpec.path='/no/such/model'"], "/no/such/model"),
+        (["--set", "TrainConfig.data_dir='/no/such/data'"], "/no/such/data"),
+    ]
+    for extra, expected in cases:
+        run = tmp_path / expected.replace("/", "_")
+        proc = subprocess.run(
+            [sys.executable, "-m", "ggtrain.cli", "train", "--config", "quickstart", "--run-dir", str(run), *extra],
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2, (extra, proc.stderr)
+        lines = [x for x in proc.stderr.splitlines() if x.strip()]
+        assert len(lines) == 1 and expected in lines[0], (extra, proc.stderr)
+        assert not run.exists()
