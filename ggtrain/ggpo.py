@@ -33,7 +33,8 @@ class GGPOCoefficients(NamedTuple):
     row_response: jax.Array  # [rows] dense response id of each row
 
 
-def _dense(ids: jax.Array, mask: jax.Array) -> jax.Array:
+def dense_ids(ids: jax.Array, mask: jax.Array) -> jax.Array:
+    """Dense ids ``0..k-1`` for the distinct ``ids`` where ``mask``; masked-out entries share one id after them."""
     n = ids.shape[0]
     keys = jnp.where(mask, ids, jnp.iinfo(jnp.int32).max)
     order = jnp.argsort(keys, stable=True)
@@ -56,7 +57,7 @@ def ggpo_coefficients(
 ) -> GGPOCoefficients:
     """Everything GGPO needs from per-row sums; ``rewards``/``group`` are per row (equal within a traj)."""
     n = row_mask.shape[0]
-    resp = _dense(traj, row_mask)
+    resp = dense_ids(traj, row_mask)
     w = row_mask.astype(jnp.float32)
     s = jax.ops.segment_sum(row_logp_sum * w, resp, n)
     s_ref = jax.ops.segment_sum(row_ref_logp_sum * w, resp, n)
@@ -64,7 +65,7 @@ def ggpo_coefficients(
     used = jax.ops.segment_max(row_mask.astype(jnp.int32), resp, n) > 0
     reward = jax.ops.segment_max(jnp.where(row_mask, rewards.astype(jnp.float32), -jnp.inf), resp, n)
     reward = jnp.where(used, reward, 0.0)
-    grp_row = _dense(group, row_mask)
+    grp_row = dense_ids(group, row_mask)
     grp = jnp.where(used, jax.ops.segment_max(jnp.where(row_mask, grp_row, 0), resp, n), 0)
     # mixed rewards: min != max inside the group
     r_min = jax.ops.segment_min(jnp.where(used, reward, jnp.inf), grp, n)

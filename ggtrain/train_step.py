@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from ggtrain.config import TrainConfig
-from ggtrain.ggpo import ggpo_coefficients, ggpo_direct_loss
+from ggtrain.ggpo import dense_ids, ggpo_coefficients, ggpo_direct_loss
 from ggtrain.losses import Batch, make_loss_fn, policy_logits_and_logp, response_mask
 from ggtrain.ppo import aggregation_normalizer
 from ggtrain.train_state import TrainState
@@ -54,17 +54,7 @@ def trajectory_success(batch: Batch) -> jax.Array:
     """Per row: 1.0 when the row's trajectory has a positive return (the GGPO reward)."""
     rows = batch["traj"].shape[0]
     reward = jnp.where(batch["row_mask"], batch["env_reward"], 0.0)
-    order = jnp.argsort(batch["traj"], stable=True)
-    traj_sorted = batch["traj"][order]
-    dense = (
-        jnp.zeros((rows,), jnp.int32)
-        .at[order]
-        .set(
-            jnp.cumsum(
-                jnp.concatenate([jnp.zeros((1,), jnp.int32), (traj_sorted[1:] != traj_sorted[:-1]).astype(jnp.int32)])
-            )
-        )
-    )
+    dense = dense_ids(batch["traj"], batch["row_mask"])
     returns = jax.ops.segment_sum(reward, dense, rows)
     return (returns[dense] > 0).astype(jnp.float32)
 
