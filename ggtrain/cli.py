@@ -162,6 +162,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from ggtrain.report import make_report
+
+    runs = [Path(r) for r in args.runs]
+    for run in runs:
+        if not (run / "metrics.jsonl").exists():
+            raise ValueError(f"{run}: not a run directory (no metrics.jsonl)")
+    out = Path(args.out) if args.out else runs[0] / "report"
+    print(json.dumps({"report": str(make_report(runs, out, args.threshold))}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ggtrain", description=__doc__)
     parser.add_argument("--version", action="version", version=f"ggtrain {__version__}")
@@ -213,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--temperature", type=float, default=None, help="default EvalConfig.temperature (0.4)")
     ev.add_argument("--out", help="folder for the per-game JSONL (default RUN_DIR/eval)")
     ev.set_defaults(func=cmd_eval)
+
+    rep = sub.add_parser("report", help="markdown + PNG plots comparing runs")
+    rep.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    rep.add_argument("--out", help="default: the first run's report/ folder")
+    rep.add_argument("--threshold", type=float, default=0.5, help="success rate for the cost-to-reach table")
+    rep.set_defaults(func=cmd_report)
 
     env = sub.add_parser("env", help="environments").add_subparsers(dest="env_command", required=True)
     check = env.add_parser(

@@ -1,0 +1,72 @@
+"""`ggtrain report` on run directories with known metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ggtrain.cli import main
+from ggtrain.report import bootstrap_interval, load_run, to_threshold
+
+
+def _run(root: Path, name: str, estimator: str, seed: int, success: list[float], wins: list[int]) -> Path:
+    run = root / name
+    (run / "eval").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"estimator": estimator, "seed": seed, "loss": {"name": "ppo_clip"}}))
+    (run / "manifest.json").write_text(json.dumps({"jax": {"devices": ["cpu:0", "cpu:1"]}}))
+    lines = []
+    for i, s in enumerate(success, start=1):
+        lines.append(
+            {
+                "step": i,
+                "train/success_rate": s,
+                "train/mean_turns": 10.0,
+                "train/graph/trajectories": 8.0,
+                "train/tokens": 1000.0,
+                "train/iteration_s": 3600.0,
+                "train/advantage_ms": 2.0 + i,
+                "train/graph/unreachable_fraction": 0.5,
+            }
+        )
+    lines.append({"step": len(success), "eval/success_rate": float(np.mean(wins))})
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    outcomes = [
+        {
+            "game_id": f"g{i}",
+            "seed": 0,
+            "won": bool(w),
+            "task_type": "pick_and_place_simple",
+            "turns": 5,
+            "invalid_actions": 0,
+        }
+        for i, w in enumerate(wins)
+    ]
+    (run / "eval" / f"iteration_{len(success):04d}.jsonl").write_text("\n".join(json.dumps(x) for x in outcomes))
+    return run
+
+
+def test_threshold_costs_and_report(tmp_path, capsys):
+    a = _run(tmp_path, "a", "graphgpo", 0, [0.1, 0.4, 0.6, 0.8], [1, 1, 0, 1])
+    b = _run(tmp_path, "b", "grpo", 0, [0.1, 0.2, 0.3, 0.5], [0, 1, 0, 0])
+    cost = to_threshold(load_run(a), 0.5)
+    assert cost == {"iterations": 3.0, "env_steps": 240.0, "tokens": 3000.0, "device_hours": 6.0}
+    assert to_threshold(load_run(b), 0.9)["iterations"] is None
+    assert main(["report", str(a), str(b), "--out", str(tmp_path / "rep"), "--threshold", "0.5"]) == 0
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert "| graphgpo | 1 | 0.750 ± 0.000 | 0.475 | 3 (1/1 reached) |" in report
+    assert "| graphgpo − grpo | 4 | +0.500 |" in report
+    assert "| grpo | 5.000 |" in report  # advantage ms 3, 4, 5, 6: the first (compile) is left out
+    assert (tmp_path / "rep" / "success_curves.png").stat().st_size > 1000
+    assert (tmp_path / "rep" / "graph_diagnostics.png").exists()
+
+
+def test_bootstrap_interval_brackets_the_mean():
+    lo, hi = bootstrap_interval(np.asarray([0.0, 1.0, 1.0, 0.0, 1.0]))
+    assert lo < 0.6 < hi
+
+
+def test_report_refuses_a_non_run_directory(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "not a run directory" in capsys.readouterr().err
