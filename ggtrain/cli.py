@@ -118,7 +118,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = _resolve(args)
         name = Path(args.config).stem
         run_dir = Path(args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    summary = train(config, run_dir, resume=bool(args.resume))
+    profile = frozenset(int(x) for x in args.profile.split(",") if x.strip()) if args.profile else frozenset()
+    summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile)
     print(json.dumps({"run_dir": str(run_dir), "last_iteration": summary}))
     return 0
 
@@ -212,6 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--run-dir", help="default runs/<config>-<timestamp>")
     tr.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest readable checkpoint")
+    tr.add_argument(
+        "--profile",
+        metavar="ITERS",
+        help="comma-separated iterations (1-based) to trace with "
+        "jax.profiler into RUN_DIR/profile; the report shows the per-phase timing table",
+    )
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser("eval", help="evaluate a run's checkpoint or a model directory")

@@ -185,6 +185,21 @@ def make_report(run_dirs: list[Path], out: Path, threshold: float = 0.5) -> Path
             f" {100 * share:.4f} % |"
         )
     lines.append("\n(The first iteration of each run is left out when there are others: it includes the compile.)\n")
+    lines.append("## Time per phase (median seconds per iteration)\n")
+    lines.append("| method | rollout | advantages | update | whole iteration |")
+    lines.append("|---|---|---|---|---|")
+    for method, group in sorted(by_method.items()):
+        med = {
+            k: float(np.nanmedian(np.concatenate([_series(run, f"train/{k}")[1] for run in group])))
+            for k in ("rollout_s", "advantage_ms", "update_s", "iteration_s")
+        }
+        lines.append(
+            f"| {method} | {med['rollout_s']:.2f} | {med['advantage_ms'] / 1e3:.5f} | {med['update_s']:.2f} |"
+            f" {med['iteration_s']:.2f} |"
+        )
+    traces = [str(run["dir"] / "profile") for run in runs if (run["dir"] / "profile").exists()]
+    if traces:
+        lines.append("\nProfiler traces (TensorBoard / Perfetto): " + ", ".join(f"`{t}`" for t in traces) + "\n")
     for method, group in sorted(by_method.items()):
         for run in group:
             steps, frac = _series(run, "train/graph/unreachable_fraction")

@@ -59,7 +59,15 @@ def _scalar_diagnostics(diagnostics: dict[str, Any]) -> dict[str, float]:
     return {f"graph/{k}": float(v) for k, v in diagnostics.items() if np.ndim(v) == 0}
 
 
-def train(config: TrainConfig, run_dir: str | Path, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def train(
+    config: TrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    progress: bool = True,
+    profile_iterations: frozenset[int] = frozenset(),
+) -> dict[str, Any]:
+    """Runs (or resumes) a training run; ``profile_iterations`` (1-based) are traced with
+    ``jax.profiler`` into ``RUN_DIR/profile`` (TensorBoard / Perfetto)."""
     run_dir = Path(run_dir)
     if (run_dir / "checkpoints").exists() and not resume:
         raise ValueError(f"run directory {run_dir} already has checkpoints; pass --resume to continue it")
@@ -116,6 +124,9 @@ def train(config: TrainConfig, run_dir: str | Path, resume: bool = False, progre
     try:
         for iteration in range(start, config.iterations):
             started = time.perf_counter()
+            profiling = iteration + 1 in profile_iterations
+            if profiling:
+                jax.profiler.start_trace(str(run_dir / "profile"))
             rng = np.random.default_rng([config.seed, iteration])
             chosen = [
                 games[i]
@@ -191,6 +202,9 @@ def train(config: TrainConfig, run_dir: str | Path, resume: bool = False, progre
                 write_outcomes(records, run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
                 writer.write(iteration + 1, {"success_rate": summary["success_rate"]}, prefix="eval/")
                 metrics["eval_success_rate"] = summary["success_rate"]
+            if profiling:
+                jax.profiler.stop_trace()
+                manifest.event("profiled", iteration=iteration + 1, trace=str(run_dir / "profile"))
             metrics["iteration_s"] = time.perf_counter() - started
             writer.write(iteration + 1, metrics)
             store.save(
