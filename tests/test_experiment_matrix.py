@@ -39,7 +39,7 @@ def test_reference_matrix_is_the_papers_settings():
         assert r["estimate"]["rows_per_iteration"] == 16 * 8 * 50
     ggpo = [r for r in runs if r["run"].startswith("ggpo")]
     assert all(r["config"]["loss"]["name"] == "ggpo" for r in ggpo)
-    graph_only = [r for r in runs if r["run"].startswith("graph_only")][0]
+    graph_only = next(r for r in runs if r["run"].startswith("graph_only"))
     assert graph_only["config"]["estimator"] == "graph_only"
 
 
