@@ -13,6 +13,8 @@ from typing import Any
 
 import jax
 
+from models.artifacts import sha256_file
+
 PACKAGES = (
     "jax",
     "jaxlib",
@@ -31,14 +33,6 @@ PACKAGES = (
     "ggtrain",
 )
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _versions() -> dict[str, str | None]:

