@@ -87,8 +87,9 @@ def train(
         },
     )
     lm = load_pretrained(model_dir, config.model.param_dtype, config.model.dtype)
-    model_config = lm.config.replace(remat=config.model.remat)
-    updater = Updater.create(model_config, lm.params, config)
+    updater = Updater.create(lm.config.replace(remat=config.model.remat), lm.params, config)
+    tokenizer, model_config = lm.tokenizer, lm.config
+    del lm  # the updater holds its own (sharded) copies; the loaded parameters are not needed again
     store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=_log)
     start = 0
     restored = store.restore_latest(updater.abstract_state()) if resume else None
@@ -103,10 +104,10 @@ def train(
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     rollout = config.rollout
     pool = EnvPool(rollout.env, rollout.workers, step_timeout_s=rollout.step_timeout_s)
-    sampler = Sampler(lm.config, lm.tokenizer)
+    sampler = Sampler(model_config, tokenizer)
     driver = RolloutDriver(
         pool,
-        lm.tokenizer,
+        tokenizer,
         PromptBuilder(rollout.history_length, show_tracked_state=rollout.show_tracked_state),
         max_turns=rollout.max_turns,
         max_prompt_tokens=rollout.max_prompt_tokens,
@@ -168,7 +169,7 @@ def train(
                     result.turns,
                     config.batch.mini_batch_rows,
                     seed=config.seed * 7919 + iteration + 104_729 * epoch,
-                    pad_id=lm.tokenizer.pad_token_id,
+                    pad_id=tokenizer.pad_token_id,
                     extra={"advantages": advantages},
                     shard_index=jax.process_index(),
                     shard_count=jax.process_count(),
@@ -197,7 +198,7 @@ def train(
             )
             if (config.eval.every and (iteration + 1) % config.eval.every == 0) or iteration + 1 == config.iterations:
                 summary, records = evaluate(
-                    config, lm.config, updater.state.params, lm.tokenizer, evaluation, [0], pool
+                    config, model_config, updater.state.params, tokenizer, evaluation, [0], pool
                 )
                 write_outcomes(records, run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
                 writer.write(iteration + 1, {"success_rate": summary["success_rate"]}, prefix="eval/")

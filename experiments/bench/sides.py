@@ -46,3 +46,11 @@ def run_sides(script: str, argv: list[str]) -> dict[str, dict[str, Any]]:
             raise SystemExit(f"the {side} side of {script} failed")
         out[side] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
+
+
+def torch_next_token_loss(model: Any, tokens: Any) -> Any:
+    """The torch peer's loss: mean next-token negative log-likelihood of ``tokens``."""
+    import torch
+
+    logits = model(tokens).logits[:, :-1]
+    return -torch.log_softmax(logits, -1).gather(-1, tokens[:, 1:, None]).mean()

@@ -19,7 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from experiments.bench.sides import add_side_argument, median_time, run_sides  # noqa: E402
+from experiments.bench.sides import (  # noqa: E402
+    add_side_argument,
+    median_time,
+    run_sides,
+    torch_next_token_loss,
+)
 
 
 def _batch(rows: int, length: int, vocab: int):
@@ -97,9 +102,7 @@ def run_torch(args: argparse.Namespace) -> dict:
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model(tokens).logits[:, :-1]
-        loss = -torch.log_softmax(logits, -1).gather(-1, tokens[:, 1:, None]).mean()
-        loss.backward()
+        torch_next_token_loss(model, tokens).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
