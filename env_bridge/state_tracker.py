@@ -75,6 +75,3 @@ class GroupStateInterner:
             self._ids[k] = self._next.get(group, 0)
             self._next[group] = self._ids[k] + 1
         return self._ids[k]
-
-    def states_in(self, group: int) -> int:
-        return self._next.get(group, 0)

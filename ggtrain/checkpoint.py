@@ -7,7 +7,6 @@ truncated latest checkpoint is reported by name and the previous one is used.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,7 +120,3 @@ class CheckpointStore:
     def close(self) -> None:
         self.manager.wait_until_finished()
         self.manager.close()
-
-
-def remove_checkpoint_dir(directory: str | Path) -> None:
-    shutil.rmtree(directory, ignore_errors=True)

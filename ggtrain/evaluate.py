@@ -11,11 +11,11 @@ from typing import Any
 import jax
 
 from env_bridge.games import discover_games
-from env_bridge.prompts import PromptBuilder
-from env_bridge.rollout import RolloutDriver, SamplerPolicy
+from env_bridge.rollout import SamplerPolicy
 from env_bridge.worker_pool import EnvPool
 from ggtrain.config import TrainConfig
-from models.sampler import Sampler, SamplingParams
+from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
+from models.sampler import Sampler
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -55,23 +55,9 @@ def evaluate(
 ) -> tuple[dict[str, Any], list[dict]]:
     """Plays every game once per seed; returns (summary, per-game outcome records)."""
     rollout, ev = config.rollout, config.eval
-    driver = RolloutDriver(
-        pool,
-        tokenizer,
-        PromptBuilder(rollout.history_length, show_tracked_state=rollout.show_tracked_state),
-        max_turns=ev.max_turns,
-        max_prompt_tokens=rollout.max_prompt_tokens,
-        strict_actions=rollout.strict_actions,
-        retries=rollout.retries,
-    )
+    driver = make_rollout_driver(rollout, pool, tokenizer, ev.max_turns)
     sampler = Sampler(model_config, tokenizer)
-    sampling = SamplingParams(
-        max_new_tokens=rollout.max_new_tokens,
-        temperature=ev.temperature if temperature is None else temperature,
-        top_p=rollout.top_p,
-        top_k=rollout.top_k,
-        stop=("</action>",),
-    )
+    sampling = make_sampling_params(rollout, ev.temperature if temperature is None else temperature)
     records: list[dict[str, Any]] = []
     for seed in seeds:
         policy = SamplerPolicy(sampler, params, sampling, jax.random.PRNGKey(10_000 + seed))

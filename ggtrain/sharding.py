@@ -67,10 +67,6 @@ def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec(BATCH_AXES, *([None] * (ndim - 1))))
 
 
-def replicated(mesh: Mesh) -> NamedSharding:
-    return NamedSharding(mesh, PartitionSpec())
-
-
 def shard_batch(batch: dict[str, Any], mesh: Mesh) -> dict[str, jax.Array]:
     return {k: jax.device_put(np.asarray(v), batch_sharding(mesh, np.ndim(v))) for k, v in batch.items()}
 

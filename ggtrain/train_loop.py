@@ -15,18 +15,18 @@ import numpy as np
 
 from env_bridge.collate import collate_turns
 from env_bridge.games import discover_games
-from env_bridge.prompts import PromptBuilder
-from env_bridge.rollout import RolloutDriver, SamplerPolicy
+from env_bridge.rollout import SamplerPolicy
 from env_bridge.worker_pool import EnvPool
 from ggtrain.checkpoint import CheckpointStore
 from ggtrain.config import TrainConfig, config_to_dict, write_resolved_config
 from ggtrain.evaluate import eval_games, evaluate, write_outcomes
 from ggtrain.manifest import Manifest, game_list_hash, model_hashes
 from ggtrain.metrics import MetricAccumulator, MetricsWriter
+from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
 from ggtrain.update_loop import Updater
 from graph import compute_advantages_with_diagnostics
 from models import load_pretrained
-from models.sampler import Sampler, SamplingParams
+from models.sampler import Sampler
 from models.zoo import resolve_model_path
 
 ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid")
@@ -105,22 +105,8 @@ def train(
     rollout = config.rollout
     pool = EnvPool(rollout.env, rollout.workers, step_timeout_s=rollout.step_timeout_s)
     sampler = Sampler(model_config, tokenizer)
-    driver = RolloutDriver(
-        pool,
-        tokenizer,
-        PromptBuilder(rollout.history_length, show_tracked_state=rollout.show_tracked_state),
-        max_turns=rollout.max_turns,
-        max_prompt_tokens=rollout.max_prompt_tokens,
-        strict_actions=rollout.strict_actions,
-        retries=rollout.retries,
-    )
-    sampling = SamplingParams(
-        max_new_tokens=rollout.max_new_tokens,
-        temperature=rollout.temperature,
-        top_p=rollout.top_p,
-        top_k=rollout.top_k,
-        stop=("</action>",),
-    )
+    driver = make_rollout_driver(rollout, pool, tokenizer, rollout.max_turns)
+    sampling = make_sampling_params(rollout, rollout.temperature)
     last: dict[str, Any] = {}
     try:
         for iteration in range(start, config.iterations):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import jraph
 
@@ -43,6 +42,3 @@ def build_state_graph(rows: TurnRows) -> jraph.GraphsTuple:
         n_edge=n_edge.astype(jnp.int32),
         globals=None,
     )
-
-
-build_state_graph_jit = jax.jit(build_state_graph)

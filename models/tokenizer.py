@@ -52,9 +52,6 @@ class Tokenizer:
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return list(self.backend.encode(text, add_special_tokens=add_special_tokens).ids)
 
-    def encode_batch(self, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
-        return [list(e.ids) for e in self.backend.encode_batch(texts, add_special_tokens=add_special_tokens)]
-
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
