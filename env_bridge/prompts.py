@@ -23,6 +23,15 @@ FIRST_TURN_TEMPLATE = (
     "Then choose one admissible action for this step and give it inside <action> </action> tags."
 )
 
+CHOICE_TEMPLATE = (
+    "Your task is to: {task}\n"
+    "Your most recent {history_length} observations and actions:\n{history}\n"
+    "Step {current_step}. {observation}\n"
+    "Actions: {admissible}.\n"
+    "Answer with the number of one action."
+)
+CHOICE_FIRST_TURN_TEMPLATE = "{observation}\nActions: {admissible}.\nAnswer with the number of one action."
+
 
 def task_of(observation: str) -> str:
     marker = "Your task is to: "
@@ -36,6 +45,7 @@ class PromptBuilder:
     template: str = DEFAULT_TEMPLATE
     first_turn_template: str = FIRST_TURN_TEMPLATE
     show_tracked_state: bool = False  # a config choice independent of the estimator (ALGORITHMS.md §7)
+    numbered: bool = False  # list the admissible actions as "1: ..., 2: ..." (the ``choice`` action format)
 
     def text(
         self,
@@ -48,7 +58,10 @@ class PromptBuilder:
         current = observation.strip()
         if self.show_tracked_state and tracked_state:
             current = f"{current}\n[{tracked_state}]"
-        listed = ", ".join(f"'{a}'" for a in admissible)
+        if self.numbered:
+            listed = ", ".join(f"{i}: {a}" for i, a in enumerate(admissible, 1))
+        else:
+            listed = ", ".join(f"'{a}'" for a in admissible)
         if not history:
             return self.first_turn_template.format(observation=current, admissible=listed)
         recent = history[-self.history_length :] if self.history_length > 0 else []
@@ -65,3 +78,12 @@ class PromptBuilder:
             observation=current,
             admissible=listed,
         )
+
+
+def prompt_builder(action_format: str, history_length: int, show_tracked_state: bool = False) -> PromptBuilder:
+    """The reference prompt for the ``tags`` format; a short numbered-choice prompt for ``choice``."""
+    if action_format == "choice":
+        return PromptBuilder(
+            history_length, CHOICE_TEMPLATE, CHOICE_FIRST_TURN_TEMPLATE, show_tracked_state, numbered=True
+        )
+    return PromptBuilder(history_length, show_tracked_state=show_tracked_state)

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from env_bridge.actions import parse_action
+from env_bridge.actions import parse_response
 from env_bridge.envs import StepResult
 from env_bridge.prompts import PromptBuilder, task_of
 from env_bridge.state_tracker import GOAL, AlfworldStateTracker, GroupStateInterner
@@ -77,13 +77,17 @@ class SamplerPolicy:
 class ScriptedPolicy:
     """A policy from a function of the view (walkthrough, random, ...), answering in the expected format."""
 
-    def __init__(self, tokenizer: Any, choose: Callable[[SlotView], str]):
-        self.tokenizer, self.choose = tokenizer, choose
+    def __init__(self, tokenizer: Any, choose: Callable[[SlotView], str], action_format: str = "tags"):
+        self.tokenizer, self.choose, self.action_format = tokenizer, choose, action_format
 
     def act(self, prompts: list[list[int]], views: list[SlotView], turn: int) -> list[Response]:
         out = []
         for view in views:
-            text = f"<think>scripted</think><action>{self.choose(view)}</action>"
+            action = self.choose(view)
+            if self.action_format == "choice":
+                text = str(view.admissible.index(action) + 1) if action in view.admissible else action
+            else:
+                text = f"<think>scripted</think><action>{action}</action>"
             ids = self.tokenizer.encode(text, add_special_tokens=False)
             out.append(Response(ids, np.zeros(len(ids), np.float32), text))
         return out
@@ -107,6 +111,7 @@ class RolloutDriver:
     strict_actions: bool = False
     retries: int = 1
     chat: bool = True
+    action_format: str = "tags"  # tags | choice (env_bridge.actions)
 
     def encode_prompt(self, text: str) -> list[int]:
         if self.chat:
@@ -213,7 +218,12 @@ class RolloutDriver:
                 views.append(SlotView(s, games[group_of[s]], now.observation, now.admissible, t))
             responses = policy.act(prompts, views, t)
             parsed = [
-                parse_action(resp.text, current[s].admissible, self.strict_actions)  # type: ignore[union-attr]
+                parse_response(
+                    self.action_format,
+                    resp.text,
+                    current[s].admissible,  # type: ignore[union-attr]
+                    self.strict_actions,
+                )
                 for s, resp in zip(active, responses, strict=True)
             ]
             stepped = self.pool.run([Op(s, "step", action=p.action) for s, p in zip(active, parsed, strict=True)])

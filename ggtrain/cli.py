@@ -101,7 +101,7 @@ def cmd_env_check(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace) -> Any:
     from ggtrain.config import config_file, resolve_config
 
-    return resolve_config([config_file(args.config)], args.set)
+    return resolve_config([config_file(c) for c in args.config or ["quickstart"]], args.set)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -116,7 +116,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = _resolve(args)
     else:
         config = _resolve(args)
-        name = Path(args.config).stem
+        name = "+".join(Path(c).stem for c in args.config or ["quickstart"])
         run_dir = Path(args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
     profile = frozenset(int(x) for x in args.profile.split(",") if x.strip()) if args.profile else frozenset()
     summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile)
@@ -128,14 +128,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
     from env_bridge.worker_pool import EnvPool
-    from ggtrain.config import config_file, resolve_config
     from ggtrain.evaluate import eval_games, evaluate, write_outcomes
+    from ggtrain.tiny_ring import resolve_model as resolve_model_path
     from models import load_pretrained
-    from models.zoo import resolve_model_path
 
     if bool(args.run) == bool(args.model):
         raise ValueError("give exactly one of --run RUN_DIR or --model PATH")
-    config = resolve_config([config_file(args.config)], args.set)
+    config = _resolve(args)
     if args.run:
         from ggtrain.checkpoint import CheckpointStore
         from ggtrain.update_loop import Updater
@@ -203,7 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     imp.set_defaults(func=cmd_model_import_gguf)
 
     tr = sub.add_parser("train", help="train an agent (rollout -> advantages -> update -> eval -> checkpoint)")
-    tr.add_argument("--config", default="quickstart", help="gin file, or a name in configs/ (default quickstart)")
+    tr.add_argument(
+        "--config",
+        action="append",
+        help="gin file, or a name in configs/ (default quickstart); repeatable, later files override earlier ones",
+    )
     tr.add_argument(
         "--set",
         action="append",
@@ -224,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="evaluate a run's checkpoint or a model directory")
     ev.add_argument("--run", help="run directory (its newest checkpoint)")
     ev.add_argument("--model", help="model directory or alias")
-    ev.add_argument("--config", default="quickstart")
+    ev.add_argument("--config", action="append", help="gin file(s) as for train (default quickstart)")
     ev.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ev.add_argument("--split", default="valid_seen", choices=["train", "valid_seen", "valid_unseen"])
     ev.add_argument("--games", type=int, default=128)

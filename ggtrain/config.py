@@ -110,6 +110,7 @@ class RolloutConfig:
     top_k: int = 0
     history_length: int = 2
     show_tracked_state: bool = False
+    action_format: str = "tags"  # tags: <think>/<action> (reference) | choice: the number of a listed action
     strict_actions: bool = False
     workers: int = 2
     retries: int = 1
@@ -145,6 +146,14 @@ class TrainConfig:
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
 
 
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "RolloutConfig.env": ("alfworld", "builtin"),
+    "RolloutConfig.action_format": ("tags", "choice"),
+}
+
+
 class ConfigError(ValueError):
     """A configuration problem; the message names the binding, file or value."""
 
@@ -169,6 +178,9 @@ def _check_types(obj: Any, prefix: str = "") -> None:
         )
         if not ok:
             raise ConfigError(f"{name} = {value!r}: expected {expected}")
+        choices = CHOICES.get(f"{type(obj).__name__}.{field.name}")
+        if choices is not None and value not in choices:
+            raise ConfigError(f"{name} = {value!r}: expected one of {choices}")
 
 
 def resolve_config(files: Sequence[str | Path] = (), bindings: Sequence[str] = ()) -> TrainConfig:
@@ -177,13 +189,14 @@ def resolve_config(files: Sequence[str | Path] = (), bindings: Sequence[str] = (
         if not Path(f).exists():
             raise ConfigError(f"config file {str(f)!r} does not exist")
     gin.clear_config()
-    for f in files:  # `include 'base.gin'` resolves next to the including file
+    for f in files:  # `include 'base.gin'` resolves next to the including file, then in configs/
         gin.add_config_file_search_path(str(Path(f).resolve().parent))
+    gin.add_config_file_search_path(str(CONFIG_DIR))
     logging.disable(logging.ERROR)  # gin logs each include it first looks for in the working directory
     try:
         gin.parse_config_files_and_bindings([str(f) for f in files], list(bindings), finalize_config=False)
         config = TrainConfig()
-    except (ValueError, TypeError, SyntaxError) as error:
+    except (ValueError, TypeError, SyntaxError, OSError) as error:
         first = str(error).strip().splitlines()[0]
         raise ConfigError(first) from error
     finally:
@@ -191,9 +204,6 @@ def resolve_config(files: Sequence[str | Path] = (), bindings: Sequence[str] = (
         gin.clear_config()
     _check_types(config)
     return config
-
-
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def config_file(name_or_path: str | Path) -> Path:

@@ -23,11 +23,11 @@ from ggtrain.evaluate import eval_games, evaluate, write_outcomes
 from ggtrain.manifest import Manifest, game_list_hash, model_hashes
 from ggtrain.metrics import MetricAccumulator, MetricsWriter
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
+from ggtrain.tiny_ring import resolve_model as resolve_model_path
 from ggtrain.update_loop import Updater
 from graph import compute_advantages_with_diagnostics
 from models import load_pretrained
 from models.sampler import Sampler
-from models.zoo import resolve_model_path
 
 ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid")
 

@@ -100,6 +100,26 @@ def tiny_random_dir(root: Path | None = None, seed: int = 0) -> Path:
     return out
 
 
+WORD_LEVEL_SPECIALS = ("[UNK]", "<pad>", "<|im_start|>", "<|im_end|>")
+WORD_LEVEL_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def word_level_tokenizer(corpus: list[str]) -> Tokenizer:
+    """A word-level tokenizer whose vocabulary is every word and punctuation run of ``corpus`` (unknown
+    words become ``[UNK]``), with a ChatML-style template: for tiny models of small text worlds."""
+    from tokenizers import models, pre_tokenizers, trainers
+
+    backend = Backend(models.WordLevel(unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.WordLevelTrainer(special_tokens=list(WORD_LEVEL_SPECIALS), min_frequency=1)
+    backend.train_from_iterator(corpus, trainer)
+    config = {"eos_token": "<|im_end|>", "pad_token": "<pad>", "unk_token": "[UNK]", "bos_token": None}
+    return Tokenizer(backend, config, WORD_LEVEL_CHAT_TEMPLATE)
+
+
 MODEL_ALIASES = {
     "smollm2-135m-instruct": smollm2_135m_instruct_dir,
     "tiny-random": tiny_random_dir,

@@ -1,0 +1,88 @@
+"""The estimators compared where learning is visible in minutes on a CPU: GRPO, GiGPO, GraphGPO, graph-only
+and GGPO x 5 seeds on the built-in ring world with ``tiny-ring`` (``configs/builtin_ring.gin``), then one
+report over all runs. Resumable: finished runs are skipped, interrupted ones resumed.
+
+    python experiments/builtin_comparison.py --out experiments/results/builtin_comparison
+    python experiments/builtin_comparison.py --methods graphgpo grpo --seeds 0 1 --iterations 5 --out /tmp/cmp
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = ("grpo", "gigpo", "graphgpo", "graph_only", "ggpo")
+SEEDS = (0, 1, 2, 3, 4)
+
+
+def finished(run: Path) -> bool:
+    manifest = run / "manifest.json"
+    return manifest.exists() and bool(json.loads(manifest.read_text()).get("ended"))
+
+
+def train_command(method: str, seed: int, run: Path, iterations: int | None) -> list[str]:
+    cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", method, "--config", "builtin_ring"]
+    cmd += ["--set", f"TrainConfig.seed={seed}"]
+    if iterations is not None:
+        cmd += ["--set", f"TrainConfig.iterations={iterations}"]
+    return cmd + (["--resume", str(run)] if (run / "checkpoints").exists() else ["--run-dir", str(run)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="folder for the runs (runs/<method>-seed<k>) and the report")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--iterations", type=int, help="override TrainConfig.iterations (default: the gin file's)")
+    parser.add_argument("--threshold", type=float, default=0.5, help="success rate for the cost-to-reach table")
+    args = parser.parse_args(argv)
+    out = Path(args.out).absolute()
+    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
+    runs, timings = [], {}
+    for method in args.methods:
+        for seed in args.seeds:
+            run = out / "runs" / f"{method}-seed{seed}"
+            runs.append(run)
+            if finished(run):
+                print(f"{run.name}: done already", file=sys.stderr)
+                continue
+            run.parent.mkdir(parents=True, exist_ok=True)
+            started = time.perf_counter()
+            with (run.parent / f"{run.name}.log").open("a") as log:
+                code = subprocess.run(
+                    train_command(method, seed, run, args.iterations), cwd=ROOT, env=env, stdout=log, stderr=log
+                ).returncode
+            if code != 0:
+                print(
+                    f"{run.name}: ggtrain train exited {code}; see {run.parent / (run.name + '.log')}", file=sys.stderr
+                )
+                return code
+            timings[run.name] = round(time.perf_counter() - started, 1)
+            print(f"{run.name}: {timings[run.name]} s", file=sys.stderr)
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ggtrain.cli",
+            "report",
+            *map(str, runs),
+            "--out",
+            str(out / "report"),
+            "--threshold",
+            str(args.threshold),
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    print(json.dumps({"runs": len(runs), "seconds": timings, "report": str(out / "report")}))
+    return report.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
