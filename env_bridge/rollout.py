@@ -48,6 +48,7 @@ class SlotView:
     observation: str
     admissible: list[str]
     turn: int
+    traj: int = 0  # the global trajectory id: the same on any number of hosts
 
 
 @dataclasses.dataclass
@@ -70,7 +71,9 @@ class SamplerPolicy:
     def act(self, prompts: list[list[int]], views: list[SlotView], turn: int) -> list[Response]:
         import jax
 
-        out = self.sampler.generate(self.params, prompts, self.sampling, jax.random.fold_in(self.key, turn))
+        out = self.sampler.generate(
+            self.params, prompts, self.sampling, jax.random.fold_in(self.key, turn), [v.traj for v in views]
+        )
         return [Response(t, lp, text) for t, lp, text in zip(out.tokens, out.logprobs, out.texts, strict=True)]
 
 
@@ -147,8 +150,10 @@ class RolloutDriver:
         seed: int,
         policy_version: int = 0,
         group_ids: list[int] | None = None,
+        on_turn: Callable[[int, int], object] | None = None,
     ) -> RolloutResult:
-        """``games[g]`` is task group g's game; each group gets ``group_size`` rollouts."""
+        """``games[g]`` is task group g's game; each group gets ``group_size`` rollouts. ``on_turn(turn,
+        live environments)`` is called after every batched turn (progress display)."""
         group_ids = list(range(len(games))) if group_ids is None else group_ids
         pending = list(range(len(games)))
         kept_turns: list[Turn] = []
@@ -165,6 +170,7 @@ class RolloutDriver:
                 policy,
                 seed + 7919 * attempt,
                 policy_version,
+                on_turn,
             )
             kept_turns += turns
             episodes += eps
@@ -180,12 +186,20 @@ class RolloutDriver:
         return RolloutResult(kept_turns, episodes, dropped, reruns)
 
     def _run_groups(
-        self, games: list[str], group_ids: list[int], size: int, policy: Policy, seed: int, version: int
+        self,
+        games: list[str],
+        group_ids: list[int],
+        size: int,
+        policy: Policy,
+        seed: int,
+        version: int,
+        on_turn: Callable[[int, int], object] | None,
     ) -> tuple[list[Turn], list[dict[str, Any]], dict[int, str]]:
         slots = len(games) * size
         group_of = [s // size for s in range(slots)]
         failed: dict[int, str] = {}
-        results = self.pool.run([Op(s, "reset", games[group_of[s]], seed + s) for s in range(slots)])
+        traj_of = [group_ids[group_of[s]] * size + s % size for s in range(slots)]
+        results = self.pool.run([Op(s, "reset", games[group_of[s]], seed + traj_of[s]) for s in range(slots)])
         trackers = [AlfworldStateTracker() for _ in range(slots)]
         interner = GroupStateInterner()
         current: list[StepResult | None] = [None] * slots
@@ -215,7 +229,7 @@ class RolloutDriver:
                         task[s], history[s], now.observation, now.admissible, trackers[s].key("", []).strip()
                     )
                 )
-                views.append(SlotView(s, games[group_of[s]], now.observation, now.admissible, t))
+                views.append(SlotView(s, games[group_of[s]], now.observation, now.admissible, t, traj_of[s]))
             responses = policy.act(prompts, views, t)
             parsed = [
                 parse_response(
@@ -255,12 +269,14 @@ class RolloutDriver:
                 current[s], state[s] = r, nxt
                 if r.won or r.done:
                     live[s] = False
+            if on_turn is not None:
+                on_turn(t, len(active))
         out: list[Turn] = []
         episodes = []
         for s in range(slots):
             if group_of[s] in failed:
                 continue
-            traj = group_ids[group_of[s]] * size + s % size
+            traj = traj_of[s]
             for turn in turns[s]:
                 turn.traj = traj
             out += turns[s]

@@ -39,7 +39,10 @@ class Failure:
 def _worker_main(conn: Connection, env_kind: str, fault_injection: bool) -> None:
     envs: dict[int, Any] = {}
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent is gone (killed or exited without closing the pool)
+            break
         if message is None:
             break
         replies: list[StepResult | Failure] = []

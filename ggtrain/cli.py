@@ -107,7 +107,19 @@ def _resolve(args: argparse.Namespace) -> Any:
 def cmd_train(args: argparse.Namespace) -> int:
     import time
 
+    import jax
+
+    from ggtrain.distributed import DistributedSpec, exchange, initialize
     from ggtrain.train_loop import train
+
+    initialize(
+        DistributedSpec.from_env(
+            coordinator=args.coordinator,
+            num_processes=args.num_processes,
+            process_id=args.process_id,
+            peer_timeout_s=args.peer_timeout,
+        )
+    )
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -117,10 +129,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         config = _resolve(args)
         name = "+".join(Path(c).stem for c in args.config or ["quickstart"])
-        run_dir = Path(args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+        # process 0's timestamp names the run on every host
+        run_dir = Path(exchange("run_dir", args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")[0])
     profile = frozenset(int(x) for x in args.profile.split(",") if x.strip()) if args.profile else frozenset()
     summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile)
-    print(json.dumps({"run_dir": str(run_dir), "last_iteration": summary}))
+    if jax.process_index() == 0:
+        print(json.dumps({"run_dir": str(run_dir), "last_iteration": summary}))
     return 0
 
 
@@ -221,6 +235,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ITERS",
         help="comma-separated iterations (1-based) to trace with "
         "jax.profiler into RUN_DIR/profile; the report shows the per-phase timing table",
+    )
+    multi = tr.add_argument_group(
+        "multi-host",
+        "every host runs the same command; without these flags GGTRAIN_COORDINATOR, GGTRAIN_NUM_PROCESSES,"
+        " GGTRAIN_PROCESS_ID are read, and TPU pod slices and SLURM jobs are detected by JAX",
+    )
+    multi.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0's coordination service")
+    multi.add_argument("--num-processes", type=int, metavar="N")
+    multi.add_argument("--process-id", type=int, metavar="I")
+    multi.add_argument(
+        "--peer-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="a peer that does not reach an exchange point (or stops sending heartbeats) within this time is"
+        " reported by name and every other process exits non-zero (default 600, GGTRAIN_PEER_TIMEOUT_S)",
     )
     tr.set_defaults(func=cmd_train)
 

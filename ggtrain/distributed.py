@@ -149,5 +149,26 @@ def barrier(tag: str, timeout_s: float | None = None) -> None:
 def fail_fast(error: BaseException) -> None:
     """Ends this process non-zero at once: a normal exit would wait in ``jax.distributed.shutdown`` for
     the peer that is gone."""
-    print(f"ggtrain: process {jax.process_index()}: {error}", file=sys.stderr, flush=True)
+    print(f"\nggtrain: process {jax.process_index()}: {error}", file=sys.stderr, flush=True)
     os._exit(1)
+
+
+def inject_fault(iteration: int) -> None:
+    """Failure injection for the multi-host tests only: ``GGTRAIN_FAULT_INJECT=hang@P:I`` makes process P
+    hang, ``exit@P:I`` makes it die, at the start of iteration I (1-based)."""
+    spec = os.environ.get("GGTRAIN_FAULT_INJECT", "")
+    if not spec:
+        return
+    kind, _, where = spec.partition("@")
+    process, _, at = where.partition(":")
+    if int(process) != jax.process_index() or int(at) != iteration:
+        return
+    print(f"ggtrain: process {process}: injected fault {kind!r} at iteration {at}", file=sys.stderr, flush=True)
+    if kind == "exit":
+        os._exit(7)
+    if kind == "hang":
+        import time
+
+        while True:
+            time.sleep(3600)
+    raise ValueError(f"GGTRAIN_FAULT_INJECT={spec!r}: expected hang@P:I or exit@P:I")

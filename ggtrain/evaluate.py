@@ -52,8 +52,10 @@ def evaluate(
     seeds: list[int],
     pool: EnvPool,
     temperature: float | None = None,
+    on_turn: Any = None,
 ) -> tuple[dict[str, Any], list[dict]]:
-    """Plays every game once per seed; returns (summary, per-game outcome records)."""
+    """Plays every game once per seed; returns (summary, per-game outcome records). ``on_turn`` as for
+    ``RolloutDriver.run`` (progress display)."""
     rollout, ev = config.rollout, config.eval
     driver = make_rollout_driver(rollout, pool, tokenizer, ev.max_turns)
     sampler = Sampler(model_config, tokenizer)
@@ -61,7 +63,7 @@ def evaluate(
     records: list[dict[str, Any]] = []
     for seed in seeds:
         policy = SamplerPolicy(sampler, params, sampling, jax.random.PRNGKey(10_000 + seed))
-        result = driver.run([g.game for g in games], 1, policy, seed=seed)
+        result = driver.run([g.game for g in games], 1, policy, seed=seed, on_turn=on_turn)
         by_group = {e["group"]: e for e in result.episodes}
         for i, g in enumerate(games):
             e = by_group.get(i)
@@ -76,6 +78,11 @@ def evaluate(
                     "completed": e is not None,
                 }
             )
+    return summarize_outcomes(records), records
+
+
+def summarize_outcomes(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Success rate with its Wilson 95 % interval, per task type, mean turns and invalid-action rate."""
     won = sum(r["won"] for r in records)
     lo, hi = wilson_interval(won, len(records))
     per_type: dict[str, list[bool]] = {}
@@ -89,7 +96,7 @@ def evaluate(
         "mean_turns": sum(r["turns"] for r in records) / max(len(records), 1),
         "invalid_action_rate": sum(r["invalid_actions"] for r in records) / max(sum(r["turns"] for r in records), 1),
     }
-    return summary, records
+    return summary
 
 
 def write_outcomes(records: list[dict], path: Path) -> None:

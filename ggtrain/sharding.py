@@ -67,8 +67,47 @@ def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec(BATCH_AXES, *([None] * (ndim - 1))))
 
 
+def process_rows(sharding: NamedSharding, shape: tuple[int, ...]) -> slice:
+    """The contiguous block of global rows this process's devices hold under a row sharding."""
+    rows = [index[0] for index in sharding.addressable_devices_indices_map(shape).values() if index is not None]
+    spans = sorted({(r.start or 0, shape[0] if r.stop is None else r.stop) for r in rows})
+    start, stop = spans[0][0], spans[-1][1]
+    covered = start
+    for a, b in spans:
+        if a > covered:
+            raise ValueError(f"this process holds rows {spans} of {shape[0]}: not one contiguous block")
+        covered = max(covered, b)
+    return slice(start, stop)
+
+
 def shard_batch(batch: dict[str, Any], mesh: Mesh) -> dict[str, jax.Array]:
-    return {k: jax.device_put(np.asarray(v), batch_sharding(mesh, np.ndim(v))) for k, v in batch.items()}
+    """The global batch as arrays sharded over the mesh's batch axes. Every host holds the whole global
+    batch (identical on all hosts); each contributes its own rows with
+    ``jax.make_array_from_process_local_data``."""
+    out = {}
+    for k, v in batch.items():
+        v = np.asarray(v)
+        sharding = batch_sharding(mesh, v.ndim)
+        if jax.process_count() == 1:
+            out[k] = jax.device_put(v, sharding)
+        else:
+            out[k] = jax.make_array_from_process_local_data(sharding, v[process_rows(sharding, v.shape)], v.shape)
+    return out
+
+
+def host_local_copy(tree: Any) -> Any:
+    """A full copy of every (global) array on this host's devices, for host-local work like sampling.
+    Collective when several processes run: all must call it at the same point."""
+    if jax.process_count() == 1:
+        return tree
+    from jax.experimental import multihost_utils
+
+    def local(x: jax.Array) -> Any:
+        if x.is_fully_replicated:
+            return x.addressable_data(0)
+        return jnp.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+    return jax.tree_util.tree_map(local, tree)
 
 
 def logical_rules_context() -> Any:

@@ -3,10 +3,12 @@ checkpoint, one iteration at a time; resumable; SIGTERM / Ctrl-C checkpoint and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +21,12 @@ from env_bridge.rollout import SamplerPolicy
 from env_bridge.worker_pool import EnvPool
 from ggtrain.checkpoint import CheckpointStore
 from ggtrain.config import TrainConfig, config_to_dict, write_resolved_config
-from ggtrain.evaluate import eval_games, evaluate, write_outcomes
+from ggtrain.distributed import PeerTimeout, exchange, fail_fast, inject_fault
+from ggtrain.evaluate import eval_games, evaluate, summarize_outcomes, write_outcomes
 from ggtrain.manifest import Manifest, game_list_hash, model_hashes
 from ggtrain.metrics import MetricAccumulator, MetricsWriter
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
+from ggtrain.sharding import host_local_copy
 from ggtrain.tiny_ring import resolve_model as resolve_model_path
 from ggtrain.update_loop import Updater
 from graph import compute_advantages_with_diagnostics
@@ -67,17 +71,30 @@ def train(
     profile_iterations: frozenset[int] = frozenset(),
 ) -> dict[str, Any]:
     """Runs (or resumes) a training run; ``profile_iterations`` (1-based) are traced with
-    ``jax.profiler`` into ``RUN_DIR/profile`` (TensorBoard / Perfetto)."""
+    ``jax.profiler`` into ``RUN_DIR/profile`` (TensorBoard / Perfetto).
+
+    On several hosts (``ggtrain.distributed``) every host runs this same function: each plays its share
+    of the task groups (whole groups), the turns are exchanged so every host holds the global batch and
+    computes the same advantages, each contributes its rows to the global arrays, checkpoints are written
+    collectively, and process 0 alone writes logs, metrics and the manifest."""
     run_dir = Path(run_dir)
+    processes, me = jax.process_count(), jax.process_index()
+    main = me == 0
     if (run_dir / "checkpoints").exists() and not resume:
         raise ValueError(f"run directory {run_dir} already has checkpoints; pass --resume to continue it")
+    if config.rollout.groups_per_iteration < processes:
+        raise ValueError(
+            f"RolloutConfig.groups_per_iteration = {config.rollout.groups_per_iteration} is fewer than the"
+            f" {processes} processes: every host plays at least one whole task group"
+        )
     # everything that can fail on a bad configuration happens before anything is written
     model_dir = resolve_model_path(config.model.path)
     games = training_games(config)
     evaluation = eval_games(config, config.eval.split, config.eval.games)
     seeds = {"training": config.seed, "environment": config.seed, "rollout": config.seed, "evaluation": 0}
     manifest = Manifest.open(run_dir, config_to_dict(config), seeds)
-    write_resolved_config(config, run_dir)
+    if main:
+        write_resolved_config(config, run_dir)
     manifest.set("model_files", {"path": str(model_dir), "sha256": model_hashes(model_dir)})
     manifest.set(
         "game_lists",
@@ -86,17 +103,18 @@ def train(
             f"eval:{config.eval.split}": game_list_hash([g.game for g in evaluation]),
         },
     )
+    log = _log if main else (lambda message: None)
     lm = load_pretrained(model_dir, config.model.param_dtype, config.model.dtype)
     updater = Updater.create(lm.config.replace(remat=config.model.remat), lm.params, config)
     tokenizer, model_config = lm.tokenizer, lm.config
     del lm  # the updater holds its own (sharded) copies; the loaded parameters are not needed again
-    store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=_log)
+    store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
     start = 0
     restored = store.restore_latest(updater.abstract_state()) if resume else None
     if restored is not None:
         _, updater.state, record = restored
         start = int(record["iteration"])
-        _log(f"ggtrain: resumed {run_dir} at iteration {start}")
+        log(f"ggtrain: resumed {run_dir} at iteration {start}")
     for failure in store.failures:
         manifest.event("checkpoint_unreadable", message=failure)
     writer = MetricsWriter(run_dir)
@@ -107,9 +125,11 @@ def train(
     sampler = Sampler(model_config, tokenizer)
     driver = make_rollout_driver(rollout, pool, tokenizer, rollout.max_turns)
     sampling = make_sampling_params(rollout, rollout.temperature)
+    show = progress and main
     last: dict[str, Any] = {}
     try:
         for iteration in range(start, config.iterations):
+            inject_fault(iteration + 1)
             started = time.perf_counter()
             profiling = iteration + 1 in profile_iterations
             if profiling:
@@ -121,28 +141,41 @@ def train(
                     len(games), rollout.groups_per_iteration, replace=len(games) < rollout.groups_per_iteration
                 )
             ]
+            mine = list(range(me, len(chosen), processes))  # this host's whole task groups
             policy = SamplerPolicy(
                 sampler,
-                updater.state.behavior_params,
+                host_local_copy(updater.state.behavior_params),
                 sampling,
                 jax.random.fold_in(jax.random.PRNGKey(config.seed), iteration),
             )
             t0 = time.perf_counter()
-            result = driver.run(
-                chosen,
-                rollout.group_size,
-                policy,
-                seed=config.seed * 100_003 + iteration,
-                policy_version=int(updater.state.step),
-            )
+            with _bar(show, rollout.max_turns, f"iter {iteration + 1} rollout", "turn") as bar:
+                result = driver.run(
+                    [chosen[i] for i in mine],
+                    rollout.group_size,
+                    policy,
+                    seed=config.seed * 100_003 + iteration,
+                    policy_version=int(updater.state.step),
+                    group_ids=mine,
+                    on_turn=lambda t, live: (bar.update(1), bar.set_postfix(live_envs=live)),
+                )
             rollout_s = time.perf_counter() - t0
-            for dropped in result.dropped_groups:
-                manifest.event("group_dropped", iteration=iteration, **dropped)
-            if stop.requested:
-                raise Interrupted(stop.requested)
-            if not result.turns:
-                raise RuntimeError(f"iteration {iteration}: every task group failed ({result.dropped_groups})")
-            rows = {k: np.asarray([getattr(t, k) for t in result.turns]) for k in ROW_FIELDS}
+            shares = exchange(
+                "rollout",
+                (result.turns, result.episodes, result.dropped_groups, result.rerun_groups, stop.requested),
+            )
+            turns = sorted((t for share in shares for t in share[0]), key=lambda t: (t.traj, t.turn))
+            episodes = sorted((e for share in shares for e in share[1]), key=lambda e: e["traj"])
+            dropped = [d for share in shares for d in share[2]]
+            reruns = sum(share[3] for share in shares)
+            for group in dropped:
+                manifest.event("group_dropped", iteration=iteration, **group)
+            requested = next((share[4] for share in shares if share[4]), "")
+            if requested:
+                raise Interrupted(requested)
+            if not turns:
+                raise RuntimeError(f"iteration {iteration}: every task group failed ({dropped})")
+            rows = {k: np.asarray([getattr(t, k) for t in turns]) for k in ROW_FIELDS}
             t0 = time.perf_counter()
             advantages, diagnostics = compute_advantages_with_diagnostics(
                 config.estimator, rows, **dataclasses.asdict(config.advantage)
@@ -150,43 +183,55 @@ def train(
             advantage_ms = (time.perf_counter() - t0) * 1e3
             update = MetricAccumulator()
             t0 = time.perf_counter()
-            for epoch in range(config.batch.epochs):
-                batches = collate_turns(
-                    result.turns,
-                    config.batch.mini_batch_rows,
-                    seed=config.seed * 7919 + iteration + 104_729 * epoch,
-                    pad_id=tokenizer.pad_token_id,
-                    extra={"advantages": advantages},
-                    shard_index=jax.process_index(),
-                    shard_count=jax.process_count(),
-                )
-                for batch in batches:
-                    batch.pop("positions")
-                    batch.pop("policy_version")
-                    step_metrics = updater.update(batch)
-                    update.add({k: (v, 1.0) for k, v in step_metrics.items()})
+            steps = -(-len(turns) // config.batch.mini_batch_rows) * config.batch.epochs
+            with _bar(show, steps, f"iter {iteration + 1} update", "step") as bar:
+                for epoch in range(config.batch.epochs):
+                    batches = collate_turns(  # the global batch, the same on every host
+                        turns,
+                        config.batch.mini_batch_rows,
+                        seed=config.seed * 7919 + iteration + 104_729 * epoch,
+                        pad_id=tokenizer.pad_token_id,
+                        extra={"advantages": advantages},
+                    )
+                    for batch in batches:
+                        batch.pop("positions")
+                        batch.pop("policy_version")
+                        step_metrics = updater.update(batch)
+                        update.add({k: (v, 1.0) for k, v in step_metrics.items()})
+                        bar.update(1)
             update_s = time.perf_counter() - t0
-            episodes = result.episodes
-            turns = sum(e["turns"] for e in episodes)
+            turn_count = sum(e["turns"] for e in episodes)
             metrics = (
                 {
                     "success_rate": sum(e["won"] for e in episodes) / max(len(episodes), 1),
-                    "mean_turns": turns / max(len(episodes), 1),
-                    "invalid_action_rate": sum(e["invalid"] for e in episodes) / max(turns, 1),
+                    "mean_turns": turn_count / max(len(episodes), 1),
+                    "invalid_action_rate": sum(e["invalid"] for e in episodes) / max(turn_count, 1),
                     "advantage_ms": advantage_ms,
                     "rollout_s": rollout_s,
                     "update_s": update_s,
-                    "groups_dropped": float(len(result.dropped_groups)),
-                    "groups_rerun": float(result.rerun_groups),
+                    "groups_dropped": float(len(dropped)),
+                    "groups_rerun": float(reruns),
                 }
                 | update.means()
                 | _scalar_diagnostics(diagnostics)
             )
             if (config.eval.every and (iteration + 1) % config.eval.every == 0) or iteration + 1 == config.iterations:
-                summary, records = evaluate(
-                    config, model_config, updater.state.params, tokenizer, evaluation, [0], pool
-                )
-                write_outcomes(records, run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
+                params = host_local_copy(updater.state.params)
+                with _bar(show, config.eval.max_turns, "eval", "turn") as bar:
+                    _, records = evaluate(
+                        config,
+                        model_config,
+                        params,
+                        tokenizer,
+                        evaluation[me::processes],
+                        [0],
+                        pool,
+                        on_turn=lambda t, live: (bar.update(1), bar.set_postfix(live_envs=live)),
+                    )
+                records = [r for share in exchange("eval", records) for r in share]
+                summary = summarize_outcomes(records)
+                if main:
+                    write_outcomes(records, run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
                 writer.write(iteration + 1, {"success_rate": summary["success_rate"]}, prefix="eval/")
                 metrics["eval_success_rate"] = summary["success_rate"]
             if profiling:
@@ -201,7 +246,7 @@ def train(
                 {"eval/success_rate": metrics["eval_success_rate"]} if "eval_success_rate" in metrics else {},
             )
             last = metrics
-            _log(
+            log(
                 f"iter {iteration + 1}/{config.iterations} success {metrics['success_rate']:.3f} "
                 f"turns {metrics['mean_turns']:.1f} invalid {metrics['invalid_action_rate']:.2f} "
                 f"loss {metrics.get('loss', metrics.get('ggpo_loss', float('nan'))):.4f} "
@@ -209,11 +254,17 @@ def train(
                 f"adv {advantage_ms:.2f} ms"
                 + (f" eval {metrics['eval_success_rate']:.3f}" if "eval_success_rate" in metrics else "")
             )
-            if stop.requested:
-                raise Interrupted(stop.requested)
+            requested = next((r for r in exchange("stop", stop.requested) if r), "")
+            if requested:
+                raise Interrupted(requested)
     except (Interrupted, KeyboardInterrupt) as reason:
         manifest.event("interrupted", signal=str(reason) or "SIGINT", iteration=int(updater.state.step))
-        _log(f"ggtrain: {reason or 'interrupt'}: the last completed iteration is checkpointed; resume with --resume")
+        log(f"ggtrain: {reason or 'interrupt'}: the last completed iteration is checkpointed; resume with --resume")
+    except PeerTimeout as error:
+        # the peer cannot join the collective shutdown, checkpoint wait or pool close: stop now
+        manifest.event("peer_timeout", message=str(error), missing=error.missing)
+        pool.close()
+        fail_fast(error)
     finally:
         store.close()
         writer.close()
@@ -222,3 +273,14 @@ def train(
             signal.signal(s, handler)
     manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     return last
+
+
+@contextlib.contextmanager
+def _bar(show: bool, total: int, desc: str, unit: str) -> Iterator[Any]:
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, disable=not show)
+    try:
+        yield bar
+    finally:
+        bar.close()

@@ -93,13 +93,14 @@ def _decode_chunk(
     top_k: int,
     top_p: float,
     eos_ids: tuple[int, ...],
-    key: jax.Array,
+    row_keys: jax.Array,
     pad_id: jax.Array,
 ) -> DecodeState:
     eos = jnp.asarray(eos_ids if eos_ids else (-1,), jnp.int32)
 
     def body(_: int, s: DecodeState) -> DecodeState:
-        token, logp = sample_tokens(s.logits, jax.random.fold_in(key, s.step), temperature, top_k, top_p)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(row_keys, s.step)
+        token, logp = sample_tokens(s.logits, keys, temperature, top_k, top_p)
         token = jnp.where(s.done, pad_id, token)
         logp = jnp.where(s.done, 0.0, logp)
         tokens = jax.lax.dynamic_update_slice_in_dim(s.tokens, token[:, None], s.step, axis=1)
@@ -124,9 +125,20 @@ class Sampler:
             eos_ids = tuple(sorted(i for i in ids if i is not None))
         self.eos_ids = eos_ids
 
-    def generate(self, params: Any, prompts: list[list[int]], sp: SamplingParams, key: jax.Array) -> Generation:
+    def generate(
+        self,
+        params: Any,
+        prompts: list[list[int]],
+        sp: SamplingParams,
+        key: jax.Array,
+        row_seeds: list[int] | None = None,
+    ) -> Generation:
+        """Row i samples with ``fold_in(key, row_seeds[i])`` (default: its index), so a row's tokens do not
+        depend on the batch it was sampled in (rollouts are the same on any number of hosts)."""
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("prompts must be a non-empty list of non-empty token lists")
+        if row_seeds is not None and len(row_seeds) != len(prompts):
+            raise ValueError(f"{len(row_seeds)} row seeds for {len(prompts)} prompts")
         n = len(prompts)
         batch = bucket(n, BATCH_BUCKETS, "batch size")
         prompt_len = bucket(max(len(p) for p in prompts), LENGTH_BUCKETS, "prompt length")
@@ -151,6 +163,10 @@ class Sampler:
         )
         done = np.zeros(batch, bool)
         done[n:] = True
+        seeds = np.arange(batch, dtype=np.uint32)
+        if row_seeds is not None:
+            seeds[:n] = np.asarray(row_seeds, np.int64) % (1 << 32)
+        row_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.asarray(seeds))
         state = DecodeState(
             cache,
             kv_valid,
@@ -174,7 +190,7 @@ class Sampler:
                 sp.top_k,
                 sp.top_p,
                 self.eos_ids,
-                key,
+                row_keys,
                 jnp.asarray(pad_id, jnp.int32),
             )
             produced += sp.chunk

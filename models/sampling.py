@@ -11,6 +11,9 @@ def sample_tokens(
 ) -> tuple[jax.Array, jax.Array]:
     """Samples one token per row of ``logits [B, V]``; returns ``(tokens [B], logp [B])``.
 
+    ``key`` is one key, or one key per row (``[B, 2]``): then a row's sample depends only on its own key
+    and logits, not on which other rows share the batch.
+
     ``logp`` is the token's log-probability under ``softmax(logits / temperature)`` (temperature 1 when
     greedy), before top-k / top-p truncation: the distribution the scorer recomputes for the loss.
     ``temperature``, ``top_k`` and ``top_p`` are static (Python numbers).
@@ -32,6 +35,9 @@ def sample_tokens(
             keep = before < top_p  # always keeps the most likely token
             threshold = jnp.min(jnp.where(keep, sorted_logits, jnp.inf), axis=-1, keepdims=True)
             masked = jnp.where(masked < threshold, -jnp.inf, masked)
-        tokens = jax.random.categorical(key, masked, axis=-1)
+        if key.ndim == 2:
+            tokens = jax.vmap(lambda k, row: jax.random.categorical(k, row))(key, masked)
+        else:
+            tokens = jax.random.categorical(key, masked, axis=-1)
     tokens = tokens.astype(jnp.int32)
     return tokens, jnp.take_along_axis(logp_all, tokens[:, None], axis=-1)[:, 0]
