@@ -65,8 +65,11 @@ _EXCHANGES: dict[str, int] = {}
 
 
 def detected_cluster() -> str:
-    """``slurm`` or ``tpu`` when this process is one task of a multi-process job JAX can detect, else ""."""
+    """``slurm`` or ``tpu`` when this process is one task of a multi-process job JAX can detect, ``auto``
+    when ``GGTRAIN_DISTRIBUTED=auto`` asks for JAX's own detection anyway, else ""."""
     env = os.environ
+    if env.get("GGTRAIN_DISTRIBUTED", "") == "auto":
+        return "auto"
     if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env:
         return "slurm"
     if len([h for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h]) > 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from env_bridge.actions import parse_action
+from env_bridge.actions import parse_action, parse_choice, parse_response
 
 ADMISSIBLE = ["go to fridge 1", "open fridge 1", "look"]
 
@@ -48,3 +48,29 @@ def test_strict_mode_marks_non_admissible_invalid():
     strict = parse_action(text, ADMISSIBLE, strict=True)
     assert (strict.valid, strict.reason, strict.action) == (False, "not admissible", "fly to the moon")
     assert parse_action("<think>x</think><action>look</action>", ADMISSIBLE, strict=True).valid
+
+
+ADMISSIBLE = ["go to room 1", "go to room 3", "look", "take key"]
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "valid", "reason"),
+    [
+        ("2", "go to room 3", True, ""),
+        (" 4 ", "take key", True, ""),
+        ("1 look", "go to room 1", True, ""),  # the first word counts
+        ("5", "5", False, "number out of range"),
+        ("0", "0", False, "number out of range"),
+        ("look", "look", False, "not a number"),  # the action's text is not its number
+        ("", "", False, "empty response"),
+    ],
+)
+def test_choice_format_table(text, action, valid, reason):
+    got = parse_choice(text, ADMISSIBLE)
+    assert (got.action, got.valid, got.reason) == (action, valid, reason)
+
+
+def test_unknown_format_is_named():
+    assert parse_response("tags", "<think>x</think><action>look</action>", ADMISSIBLE).action == "look"
+    with pytest.raises(ValueError, match="'json'"):
+        parse_response("json", "1", ADMISSIBLE)

@@ -45,11 +45,25 @@ def test_bindings_override_files():
         ("OptimiserConfig.learning_rate = 1.0", "OptimiserConfig"),
         ("BatchConfig.epochs = 'two'", "BatchConfig.epochs = 'two'"),
         ("AdvantageConfig.mode = 'median'", "mode='median'"),
+        ("RolloutConfig.action_format = 'words'", "RolloutConfig.action_format = 'words': expected one of"),
+        ("RolloutConfig.env = 'minecraft'", "RolloutConfig.env = 'minecraft'"),
     ],
 )
 def test_bad_bindings_name_the_problem(binding, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         resolve_config([config_file("graphgpo")], [binding])
+
+
+def test_files_outside_configs_include_the_method_files_and_later_files_win(tmp_path):
+    own = tmp_path / "mine.gin"
+    own.write_text("include 'graphgpo.gin'\nRolloutConfig.max_turns = 7\n")
+    config = resolve_config([own, config_file("builtin_ring")])
+    assert config.estimator == "graphgpo" and config.rollout.max_turns == 12  # builtin_ring.gin came last
+    assert config.rollout.action_format == "choice"
+    with pytest.raises(ConfigError, match=r"nothere\.gin"):
+        bad = tmp_path / "bad.gin"
+        bad.write_text("include 'nothere.gin'\n")
+        resolve_config([bad])
 
 
 def test_missing_file_is_named(tmp_path):

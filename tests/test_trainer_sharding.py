@@ -49,3 +49,12 @@ def test_mesh_shapes_agree_with_one_device(reference_run, shape):
         assert q.sharding.spec == param_shardings(lm.config, updater.mesh)["params"]["layers"]["attn"]["q_kernel"].spec
         assert len(q.sharding.device_set) == 8
         assert q.addressable_shards[0].data.shape[-1] == q.shape[-1] // shape[2]
+    # Adam's moments are laid out like their parameters, before and after a step (not replicated)
+    moments = updater.state.opt_state[1][0]
+    for name in ("mu", "nu"):
+        for m, p in zip(
+            jax.tree_util.tree_leaves(getattr(moments, name)),
+            jax.tree_util.tree_leaves(updater.state.params),
+            strict=True,
+        ):
+            assert m.sharding.is_equivalent_to(p.sharding, p.ndim)

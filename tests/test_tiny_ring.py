@@ -1,0 +1,45 @@
+"""``tiny-ring``: answers the built-in world's numbered-choice prompts with valid numbers, not knowing
+which action is good; and a rollout through the real pool, sampler and parser in the ``choice`` format."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+
+from env_bridge.prompts import prompt_builder
+from env_bridge.rollout import RolloutDriver, SamplerPolicy
+from env_bridge.worker_pool import EnvPool
+from ggtrain.tiny_ring import resolve_model, tiny_ring_dir
+from models import load_pretrained
+from models.sampler import Sampler, SamplingParams
+
+
+def test_numbered_prompt_lists_actions_by_number():
+    text = prompt_builder("choice", 1).text(
+        "put the key in room 2.", [], "You are in room 0.", ["go to room 1", "look"]
+    )
+    assert "Actions: 1: go to room 1, 2: look." in text and "number of one action" in text
+
+
+def test_tiny_ring_answers_validly_and_uniformly():
+    model_dir = tiny_ring_dir()
+    assert resolve_model("tiny-ring") == model_dir
+    stats = json.loads((model_dir / "warm_start.json").read_text())
+    assert stats["valid_answer_probability"] > 0.95
+    lm = load_pretrained(model_dir)
+    pool = EnvPool("builtin", 1)
+    try:
+        driver = RolloutDriver(pool, lm.tokenizer, prompt_builder("choice", 1), max_turns=6, action_format="choice")
+        sampler = Sampler(lm.config, lm.tokenizer)
+        policy = SamplerPolicy(sampler, lm.params, SamplingParams(max_new_tokens=1), jax.random.PRNGKey(0))
+        result = driver.run(["builtin:4:1:2", "builtin:3:2:1"], 8, policy, seed=0)
+    finally:
+        pool.close()
+    turns = result.turns
+    assert len(turns) >= 2 * 8 and all(len(t.response_ids) == 1 for t in turns)
+    assert np.mean([t.valid for t in turns]) > 0.9
+    # not yet a policy: the first turn's choices spread over the listed actions
+    first = [t.action for t in turns if t.turn == 0]
+    assert len(set(first)) >= 2
