@@ -160,7 +160,7 @@ def test_two_hosts_train_like_one_and_restore_on_one(tmp_path):
 def test_a_hung_or_dead_peer_stops_the_others_by_name(tmp_path, fault):
     run = tmp_path / "run"
     started = time.time()
-    children = _launch(run, 2, 2, "--peer-timeout", "10", env={"GGTRAIN_FAULT_INJECT": f"{fault}@1:2"})
+    children = _launch(run, 2, 2, "--peer-timeout", "20", env={"GGTRAIN_FAULT_INJECT": f"{fault}@1:2"})
     (code0, err0), (code1, err1) = _finish(children, 240)
     assert time.time() - started < 200
     assert f"injected fault {fault!r} at iteration 2" in err1
