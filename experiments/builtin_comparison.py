@@ -4,6 +4,7 @@ report over all runs. Resumable: finished runs are skipped, interrupted ones res
 
     python experiments/builtin_comparison.py --out experiments/results/builtin_comparison
     python experiments/builtin_comparison.py --methods graphgpo grpo --seeds 0 1 --iterations 5 --out /tmp/cmp
+    python experiments/builtin_comparison.py --methods ggpo --set LossConfig.ggpo_beta=1.0 --out runs/ggpo_beta1
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def finished(run: Path) -> bool:
     return manifest.exists() and bool(json.loads(manifest.read_text()).get("ended"))
 
 
-def train_command(method: str, seed: int, run: Path, iterations: int | None) -> list[str]:
+def train_command(method: str, seed: int, run: Path, iterations: int | None, sets: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", method, "--config", "builtin_ring"]
-    cmd += ["--set", f"TrainConfig.seed={seed}"]
+    cmd += ["--set", f"TrainConfig.seed={seed}", *[x for b in sets for x in ("--set", b)]]
     if iterations is not None:
         cmd += ["--set", f"TrainConfig.iterations={iterations}"]
     return cmd + (["--resume", str(run)] if (run / "checkpoints").exists() else ["--run-dir", str(run)])
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     parser.add_argument("--iterations", type=int, help="override TrainConfig.iterations (default: the gin file's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="gin binding for every run")
     parser.add_argument("--threshold", type=float, default=0.5, help="success rate for the cost-to-reach table")
     args = parser.parse_args(argv)
     out = Path(args.out).absolute()
@@ -56,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             with (run.parent / f"{run.name}.log").open("a") as log:
                 code = subprocess.run(
-                    train_command(method, seed, run, args.iterations), cwd=ROOT, env=env, stdout=log, stderr=log
+                    train_command(method, seed, run, args.iterations, args.set),
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=log,
                 ).returncode
             if code != 0:
                 print(
