@@ -69,10 +69,14 @@ def collate_turns(
     shard_index: int = 0,
     shard_count: int = 1,
     length: int | None = None,
+    whole_groups: bool = False,
 ) -> grain.DatasetIterator:
     """A checkpointable iterator of padded mini-batches over this host's share of ``turns``.
 
     ``extra`` holds per-turn values aligned with ``turns`` (e.g. ``advantages``) that travel with rows.
+    With ``whole_groups`` every task group's rows (all its trajectories, all their turns) land in one
+    mini-batch: groups are shuffled and packed in order, a mini-batch closing when the next group does
+    not fit (GGPO compares whole trajectories of a group within a mini-batch).
     """
     if not turns:
         raise ValueError("no turns to collate")
@@ -82,6 +86,8 @@ def collate_turns(
             raise ValueError(f"extra[{name!r}] has {len(values)} entries for {len(turns)} turns")
     length = length or length_bucket(max(len(t.prompt_ids) + len(t.response_ids) for t in turns))
     indices = list(range(len(turns)))[shard_index::shard_count]
+    if whole_groups:
+        return _whole_group_batches(turns, indices, rows_per_batch, seed, length, pad_id, extra)
     dataset = (
         grain.MapDataset.source(indices)
         .shuffle(seed=seed)
@@ -90,3 +96,37 @@ def collate_turns(
         .map(lambda b: _pad_batch(b, rows_per_batch))
     )
     return iter(dataset.to_iter_dataset())
+
+
+def _whole_group_batches(
+    turns: Sequence[Turn],
+    indices: list[int],
+    rows_per_batch: int,
+    seed: int,
+    length: int,
+    pad_id: int,
+    extra: dict[str, np.ndarray],
+) -> grain.DatasetIterator:
+    by_group: dict[int, list[int]] = {}
+    for i in indices:
+        by_group.setdefault(turns[i].group, []).append(i)
+    for group, rows in by_group.items():
+        if len(rows) > rows_per_batch:
+            raise ValueError(
+                f"task group {group} has {len(rows)} turns, more than a mini-batch of {rows_per_batch} rows:"
+                " whole-group batches need BatchConfig.mini_batch_rows >= the largest group's turns"
+            )
+    order = np.random.default_rng(seed).permutation(sorted(by_group))
+    batches: list[list[int]] = [[]]
+    for group in order.tolist():
+        rows = sorted(by_group[group], key=lambda i: (turns[i].traj, turns[i].turn))
+        if len(batches[-1]) + len(rows) > rows_per_batch:
+            batches.append([])
+        batches[-1] += rows
+
+    def build(batch: list[int]) -> dict[str, np.ndarray]:
+        rows = [turn_row(turns[i], length, pad_id, {k: v[i] for k, v in extra.items()}) for i in batch]
+        stacked = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+        return _pad_batch(stacked, rows_per_batch)
+
+    return iter(grain.MapDataset.source(batches).map(build).to_iter_dataset())

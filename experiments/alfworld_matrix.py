@@ -96,8 +96,8 @@ def estimate(config: TrainConfig, devices: int) -> dict[str, float]:
     seq = r.max_prompt_tokens + r.max_new_tokens
     rows_per_device = config.batch.micro_batch_rows / max(devices // shards, 1)
     # with per-layer remat the backward keeps each layer's input (4 bytes per value) plus one layer's
-    # working set (about 16 values per hidden unit) -- a rough bound; experiments/plan_memory.py (issue 7)
-    # will take it from the compiled step
+    # working set (about 16 values per hidden unit) -- a rough bound; experiments/plan_memory.py gives
+    # a finer estimate checked against the compiled step
     activations = rows_per_device * seq * hidden * 4 * (layers + 16)
     return {
         "rows_per_iteration": rows,
@@ -116,7 +116,14 @@ def configs(scale: str, model_dir: str | None) -> list[tuple[str, int, TrainConf
             bindings = [*SCALES[scale], f"TrainConfig.seed = {seed}"]
             if model_dir:
                 bindings.append(f"ModelSpec.path = '{model_dir}'")
-            out.append((method, seed, resolve_config([config_file(method)], bindings)))
+            config = resolve_config([config_file(method)], bindings)
+            group_rows = config.rollout.group_size * config.rollout.max_turns
+            if method == "ggpo" and config.batch.mini_batch_rows < group_rows:
+                # GGPO needs each task group's trajectories whole in one mini-batch
+                micro = config.batch.micro_batch_rows
+                bindings.append(f"BatchConfig.mini_batch_rows = {-(-group_rows // micro) * micro}")
+                config = resolve_config([config_file(method)], bindings)
+            out.append((method, seed, config))
     return out
 
 

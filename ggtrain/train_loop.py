@@ -183,7 +183,7 @@ def train(
             advantage_ms = (time.perf_counter() - t0) * 1e3
             update = MetricAccumulator()
             t0 = time.perf_counter()
-            steps = -(-len(turns) // config.batch.mini_batch_rows) * config.batch.epochs
+            steps = -(-len(turns) // config.batch.mini_batch_rows) * config.batch.epochs  # about, for the bar
             with _bar(show, steps, f"iter {iteration + 1} update", "step") as bar:
                 for epoch in range(config.batch.epochs):
                     batches = collate_turns(  # the global batch, the same on every host
@@ -192,6 +192,7 @@ def train(
                         seed=config.seed * 7919 + iteration + 104_729 * epoch,
                         pad_id=tokenizer.pad_token_id,
                         extra={"advantages": advantages},
+                        whole_groups=config.loss.name == "ggpo",  # GGPO compares whole trajectories
                     )
                     for batch in batches:
                         batch.pop("positions")

@@ -11,7 +11,7 @@ import pytest
 
 from env_bridge.collate import collate_turns
 from env_bridge.envs import BuiltinRingEnv
-from env_bridge.rollout import RolloutDriver, ScriptedPolicy
+from env_bridge.rollout import RolloutDriver, ScriptedPolicy, Turn
 from env_bridge.worker_pool import EnvPool
 from graph import build_state_graph, compute_advantages
 from graph.host_api import to_turn_rows, validate_rows
@@ -170,3 +170,24 @@ def test_sampled_rollout_rows_carry_the_sampler_logprobs(smollm):
     )
     np.testing.assert_allclose(np.asarray(scored)[batch["loss_mask"]], batch["old_logp"][batch["loss_mask"]], atol=2e-4)
     assert batch["policy_version"].tolist() == [7] * 8
+
+
+def _turn(group: int, traj: int, turn: int) -> Turn:
+    return Turn(group, traj, turn, [1, 2, 3], [4], np.zeros(1, np.float32), 0.0, True, 0, 1, 0, "look", "1")
+
+
+def test_whole_group_batches_keep_each_group_in_one_mini_batch():
+    sizes = {0: 5, 1: 9, 2: 3, 3: 7, 4: 6}  # turns per group, over trajectories of unequal length
+    turns = [_turn(g, g * 10 + t % 3, t // 3) for g, n in sizes.items() for t in range(n)]
+    seen: dict[int, set[int]] = {}
+    count = 0
+    for b, batch in enumerate(collate_turns(turns, 12, seed=4, pad_id=0, whole_groups=True)):
+        real = batch["row_mask"]
+        assert len(real) == 12
+        for g in batch["group"][real].tolist():
+            seen.setdefault(g, set()).add(b)
+        count += int(real.sum())
+    assert count == len(turns)
+    assert all(len(batches) == 1 for batches in seen.values()) and set(seen) == set(sizes)
+    with pytest.raises(ValueError, match="task group 1 has 9 turns, more than a mini-batch of 8 rows"):
+        collate_turns(turns, 8, seed=4, pad_id=0, whole_groups=True)
