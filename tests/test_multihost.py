@@ -173,6 +173,29 @@ def test_a_hung_or_dead_peer_stops_the_others_by_name(tmp_path, fault):
     assert int(_state(run, 1)["step"]) > 0
 
 
+def test_exchange_gathers_large_values_and_drops_earlier_rounds():
+    port = _free_port()
+    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.multihost_exchange_worker", str(port), str(i)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    for i, child in enumerate(children):
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err[-2000:]
+        keys = json.loads(out.strip().splitlines()[-1])["keys"]
+        # only the last round is kept (3 MB in 1 MB pieces plus a count, per process)
+        assert {k.split("/")[2] for k in keys} == {"2"}, (i, keys)
+        assert len(keys) == 2 * 5
+
+
 def test_advantages_of_whole_groups_do_not_depend_on_which_host_holds_them():
     from graph import compute_advantages
     from tests.synthetic_data import ROW_FIELDS
