@@ -39,7 +39,9 @@ def play_games(
     step_seconds = 0.0
     reset_seconds: list[float] = []
     failures: list[str] = []
-    bar = tqdm(total=len(games), desc=f"env check ({policy})", unit="game", file=sys.stderr, disable=not progress)
+    bar = tqdm(
+        total=len(games), desc=f"env check ({policy})", unit="game", file=sys.stderr, disable=None if progress else True
+    )
     with EnvPool("alfworld", workers) as pool:
         for start in range(0, len(games), in_flight):
             batch = games[start : start + in_flight]

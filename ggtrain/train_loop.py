@@ -278,9 +278,10 @@ def train(
 
 @contextlib.contextmanager
 def _bar(show: bool, total: int, desc: str, unit: str) -> Iterator[Any]:
+    """A progress bar on stderr when it is a terminal (a log file gets the per-iteration lines only)."""
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, disable=not show)
+    bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, disable=None if show else True)
     try:
         yield bar
     finally:
