@@ -1,5 +1,5 @@
 """End to end on the built-in environment with a tiny random model: train -> checkpoint -> SIGTERM ->
-resume -> eval, through the real command line in child processes."""
+resume -> eval -> report, through the real command line in child processes."""
 
 from __future__ import annotations
 
@@ -119,6 +119,18 @@ def test_train_sigterm_resume_eval(tmp_path):
     assert len(summary["wilson95"]) == 2 and "builtin" in summary["per_task_type"]
     outcomes = (run / "eval" / "valid_seen.jsonl").read_text().splitlines()
     assert len(outcomes) == 4 and {"game_id", "seed", "won", "turns", "invalid_actions"} <= set(json.loads(outcomes[0]))
+
+    reported = subprocess.run(
+        [sys.executable, "-m", "ggtrain.cli", "report", str(run), "--out", str(tmp_path / "report")],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert reported.returncode == 0, reported.stderr
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "graphgpo" in report and (tmp_path / "report" / "success_curves.png").stat().st_size > 0
 
 
 def test_configuration_errors_exit_nonzero_with_one_line_and_write_nothing(tmp_path):
