@@ -51,7 +51,7 @@ def parse_choice(text: str, admissible: list[str]) -> ParsedAction:
     words = text.strip().lower().split()
     if not words:
         return ParsedAction("", False, "empty response")
-    if not words[0].isdigit():
+    if not (words[0].isascii() and words[0].isdecimal()):
         return ParsedAction(text.strip().lower(), False, "not a number")
     index = int(words[0])
     if not 1 <= index <= len(admissible):

@@ -3,8 +3,8 @@
 Each row is one turn: its prompt then its response, right-padded to a length bucket; ``loss_mask`` is
 True exactly on that turn's response tokens (never the prompt, history, observation or padding);
 ``old_logp`` holds the sampler's log-probs there. Mini-batches have a fixed row count (the last one is
-filled with padding rows), the order is shuffled deterministically from a seed, each host takes its
-own share of the rows, and the iterator's position is checkpointable (``get_state``/``set_state``).
+filled with padding rows), the order is shuffled deterministically from a seed, and the iterator's
+position is checkpointable (``get_state``/``set_state``).
 """
 
 from __future__ import annotations
@@ -66,12 +66,11 @@ def collate_turns(
     seed: int,
     pad_id: int,
     extra: dict[str, np.ndarray] | None = None,
-    shard_index: int = 0,
-    shard_count: int = 1,
     length: int | None = None,
     whole_groups: bool = False,
 ) -> grain.DatasetIterator:
-    """A checkpointable iterator of padded mini-batches over this host's share of ``turns``.
+    """A checkpointable iterator of padded mini-batches over ``turns`` (on several hosts every host
+    collates the same global batches and contributes its own rows: ``ggtrain.sharding.shard_batch``).
 
     ``extra`` holds per-turn values aligned with ``turns`` (e.g. ``advantages``) that travel with rows.
     With ``whole_groups`` every task group's rows (all its trajectories, all their turns) land in one
@@ -85,7 +84,7 @@ def collate_turns(
         if len(values) != len(turns):
             raise ValueError(f"extra[{name!r}] has {len(values)} entries for {len(turns)} turns")
     length = length or length_bucket(max(len(t.prompt_ids) + len(t.response_ids) for t in turns))
-    indices = list(range(len(turns)))[shard_index::shard_count]
+    indices = list(range(len(turns)))
     if whole_groups:
         return _whole_group_batches(turns, indices, rows_per_batch, seed, length, pad_id, extra)
     dataset = (

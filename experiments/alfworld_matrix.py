@@ -39,7 +39,6 @@ SCALES = {
         "EvalConfig.games = 128",
         "EvalConfig.every = 5",
         "EvalConfig.max_turns = 50",
-        "BatchConfig.mini_batch_rows = 256",
         "BatchConfig.micro_batch_rows = 16",
         "ModelSpec.param_dtype = 'float32'",
         "ModelSpec.dtype = 'bfloat16'",
@@ -116,14 +115,7 @@ def configs(scale: str, model_dir: str | None) -> list[tuple[str, int, TrainConf
             bindings = [*SCALES[scale], f"TrainConfig.seed = {seed}"]
             if model_dir:
                 bindings.append(f"ModelSpec.path = '{model_dir}'")
-            config = resolve_config([config_file(method)], bindings)
-            group_rows = config.rollout.group_size * config.rollout.max_turns
-            if method == "ggpo" and config.batch.mini_batch_rows < group_rows:
-                # GGPO needs each task group's trajectories whole in one mini-batch
-                micro = config.batch.micro_batch_rows
-                bindings.append(f"BatchConfig.mini_batch_rows = {-(-group_rows // micro) * micro}")
-                config = resolve_config([config_file(method)], bindings)
-            out.append((method, seed, config))
+            out.append((method, seed, resolve_config([config_file(method)], bindings)))
     return out
 
 

@@ -23,8 +23,13 @@ SEEDS = (0, 1, 2, 3, 4)
 
 
 def finished(run: Path) -> bool:
-    manifest = run / "manifest.json"
-    return manifest.exists() and bool(json.loads(manifest.read_text()).get("ended"))
+    """Every configured iteration logged (an interrupted run also has an end time, but fewer iterations)."""
+    if not (run / "config.json").exists() or not (run / "metrics.jsonl").exists():
+        return False
+    iterations = json.loads((run / "config.json").read_text())["iterations"]
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    steps = [m["step"] for m in map(json.loads, lines) if "train/success_rate" in m]
+    return bool(steps) and max(steps) >= iterations
 
 
 def train_command(method: str, seed: int, run: Path, iterations: int | None, sets: list[str]) -> list[str]:

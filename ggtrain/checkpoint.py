@@ -41,13 +41,17 @@ class CheckpointStore:
         )
         self.manager = ocp.CheckpointManager(self.directory, options=options)
         self.failures: list[str] = []
+        # read once; afterwards every process updates its own copy the same way, so retention decisions
+        # (collective deletes) agree across hosts without re-reading a file only process 0 writes
+        path = self.directory / INDEX
+        self.index: dict[str, dict[str, float]] = json.loads(path.read_text()) if path.exists() else {}
 
     # ---- the index of metrics per step, for best-by-metric retention ----
     def _index(self) -> dict[str, dict[str, float]]:
-        path = self.directory / INDEX
-        return json.loads(path.read_text()) if path.exists() else {}
+        return self.index
 
     def _write_index(self, index: dict[str, dict[str, float]]) -> None:
+        self.index = index
         if jax.process_index() == 0:
             tmp = self.directory / (INDEX + ".tmp")
             tmp.write_text(json.dumps(index, indent=1, sort_keys=True))

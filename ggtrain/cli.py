@@ -109,7 +109,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     import jax
 
-    from ggtrain.distributed import DistributedSpec, exchange, initialize
+    from ggtrain.distributed import DistributedSpec, PeerTimeout, exchange, fail_fast, initialize
     from ggtrain.train_loop import train
 
     initialize(
@@ -130,7 +130,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = _resolve(args)
         name = "+".join(Path(c).stem for c in args.config or ["quickstart"])
         # process 0's timestamp names the run on every host
-        run_dir = Path(exchange("run_dir", args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")[0])
+        try:
+            run_dir = Path(exchange("run_dir", args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")[0])
+        except PeerTimeout as error:
+            fail_fast(error)
     profile = frozenset(int(x) for x in args.profile.split(",") if x.strip()) if args.profile else frozenset()
     summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile)
     if jax.process_index() == 0:

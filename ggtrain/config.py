@@ -17,6 +17,7 @@ from typing import Any
 
 import gin
 
+from env_bridge.actions import ACTION_FORMATS
 from graph.config import AdvantageConfig
 
 GinAdvantageConfig = gin.external_configurable(AdvantageConfig, name="AdvantageConfig")
@@ -150,7 +151,7 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "RolloutConfig.env": ("alfworld", "builtin"),
-    "RolloutConfig.action_format": ("tags", "choice"),
+    "RolloutConfig.action_format": ACTION_FORMATS,
 }
 
 

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import pickle
 import sys
+import time
 from typing import Any
 
 import jax
@@ -41,11 +42,18 @@ class DistributedSpec:
         """``GGTRAIN_COORDINATOR``, ``GGTRAIN_NUM_PROCESSES``, ``GGTRAIN_PROCESS_ID`` and
         ``GGTRAIN_PEER_TIMEOUT_S``; explicit (non-None) ``overrides`` win."""
         env = os.environ
+
+        def number(name: str, default: str, kind: type) -> Any:
+            try:
+                return kind(env.get(name, default))
+            except ValueError:
+                raise ValueError(f"{name}={env[name]!r}: expected a number") from None
+
         values: dict[str, Any] = {
             "coordinator": env.get("GGTRAIN_COORDINATOR", ""),
-            "num_processes": int(env.get("GGTRAIN_NUM_PROCESSES", "1")),
-            "process_id": int(env.get("GGTRAIN_PROCESS_ID", "0")),
-            "peer_timeout_s": float(env.get("GGTRAIN_PEER_TIMEOUT_S", "600")),
+            "num_processes": number("GGTRAIN_NUM_PROCESSES", "1", int),
+            "process_id": number("GGTRAIN_PROCESS_ID", "0", int),
+            "peer_timeout_s": number("GGTRAIN_PEER_TIMEOUT_S", "600", float),
         }
         values |= {k: v for k, v in overrides.items() if v is not None}
         spec = cls(**values)
@@ -127,16 +135,22 @@ def exchange(tag: str, value: Any, timeout_s: float | None = None) -> list[Any]:
     client.key_value_set(f"{prefix}/{me}/count", str(len(pieces)))
     out: list[Any] = [None] * count
     missing = []
+    deadline = time.monotonic() + timeout_s  # one deadline for all peers, not one timeout each
+
+    def left_ms() -> int:
+        return max(int((deadline - time.monotonic()) * 1000), 1)
+
     for p in range(count):
         if p == me:
             out[p] = value
             continue
         try:
-            n = int(client.blocking_key_value_get(f"{prefix}/{p}/count", int(timeout_s * 1000)))
+            n = int(client.blocking_key_value_get(f"{prefix}/{p}/count", left_ms()))
+            # the count is written last: every piece is there already
+            blob = b"".join(client.blocking_key_value_get_bytes(f"{prefix}/{p}/{i}", left_ms()) for i in range(n))
         except Exception:  # the runtime's timeout / unavailable errors carry no stable type
             missing.append(p)
             continue
-        blob = b"".join(client.blocking_key_value_get_bytes(f"{prefix}/{p}/{i}", 60_000) for i in range(n))
         out[p] = pickle.loads(blob)
     if missing:
         raise PeerTimeout(f"{tag} #{round_}", missing, timeout_s)
@@ -170,8 +184,6 @@ def inject_fault(iteration: int) -> None:
     if kind == "exit":
         os._exit(7)
     if kind == "hang":
-        import time
-
         while True:
             time.sleep(3600)
     raise ValueError(f"GGTRAIN_FAULT_INJECT={spec!r}: expected hang@P:I or exit@P:I")

@@ -53,9 +53,12 @@ def evaluate(
     pool: EnvPool,
     temperature: float | None = None,
     on_turn: Any = None,
+    game_ids: list[int] | None = None,
 ) -> tuple[dict[str, Any], list[dict]]:
-    """Plays every game once per seed; returns (summary, per-game outcome records). ``on_turn`` as for
-    ``RolloutDriver.run`` (progress display)."""
+    """Plays every game once per seed; returns (summary, per-game outcome records). ``game_ids`` are the
+    games' positions in the whole evaluation list (default 0, 1, ...): they fix the environment and
+    sampling seeds, so a game plays the same wherever it runs. ``on_turn`` as for ``RolloutDriver.run``."""
+    game_ids = list(range(len(games))) if game_ids is None else game_ids
     rollout, ev = config.rollout, config.eval
     driver = make_rollout_driver(rollout, pool, tokenizer, ev.max_turns)
     sampler = Sampler(model_config, tokenizer)
@@ -63,9 +66,9 @@ def evaluate(
     records: list[dict[str, Any]] = []
     for seed in seeds:
         policy = SamplerPolicy(sampler, params, sampling, jax.random.PRNGKey(10_000 + seed))
-        result = driver.run([g.game for g in games], 1, policy, seed=seed, on_turn=on_turn)
+        result = driver.run([g.game for g in games], 1, policy, seed=seed, group_ids=game_ids, on_turn=on_turn)
         by_group = {e["group"]: e for e in result.episodes}
-        for i, g in enumerate(games):
+        for i, g in zip(game_ids, games, strict=True):
             e = by_group.get(i)
             records.append(
                 {

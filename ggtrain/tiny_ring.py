@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from models.decoder import init_params
 from models.pretrained import LanguageModel
 from models.scoring import score_tokens
 from models.tokenizer import Tokenizer
-from models.zoo import resolve_model_path, word_level_tokenizer
+from models.zoo import build_once, resolve_model_path, word_level_tokenizer
 
 ALIAS = "tiny-ring"
 MAX_ROOMS = 12
@@ -163,37 +162,30 @@ def _valid_mass(
 
 
 def tiny_ring_dir(root: Path | None = None, seed: int = 0) -> Path:
-    out = (root or cache_dir()) / "models" / f"tiny-ring-{seed}"
-    if (out / ".complete").exists():
-        return out
-    tokenizer = word_level_tokenizer(ring_corpus())
-    config = _model_config(tokenizer.vocab_size, tokenizer.eos_token_id or 0)
-    params, stats = warm_start(config, init_params(config, jax.random.PRNGKey(seed)), tokenizer, seed)
-    tmp = out.with_name(out.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    LanguageModel(config, params, tokenizer).save(tmp)
-    (tmp / "warm_start.json").write_text(
-        json.dumps(
-            {
-                "seed": seed,
-                "examples": WARM_START_EXAMPLES,
-                "steps": WARM_START_STEPS,
-                "batch": WARM_START_BATCH,
-                "learning_rate": WARM_START_LR,
-                **stats,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    (out / ".complete").write_text("tiny ring\n")
-    return out
+    def build(tmp: Path) -> str:
+        tokenizer = word_level_tokenizer(ring_corpus())
+        config = _model_config(tokenizer.vocab_size, tokenizer.eos_token_id or 0)
+        params, stats = warm_start(config, init_params(config, jax.random.PRNGKey(seed)), tokenizer, seed)
+        LanguageModel(config, params, tokenizer).save(tmp)
+        record = {
+            "seed": seed,
+            "examples": WARM_START_EXAMPLES,
+            "steps": WARM_START_STEPS,
+            "batch": WARM_START_BATCH,
+            "learning_rate": WARM_START_LR,
+            **stats,
+        }
+        (tmp / "warm_start.json").write_text(json.dumps(record, indent=2) + "\n")
+        return "tiny ring"
+
+    return build_once((root or cache_dir()) / "models" / f"tiny-ring-{seed}", build)
 
 
 def resolve_model(name_or_path: str) -> Path:
     """``models.zoo`` aliases and paths, plus ``tiny-ring`` (which needs the built-in world)."""
-    return tiny_ring_dir() if name_or_path == ALIAS else resolve_model_path(name_or_path)
+    if name_or_path == ALIAS:
+        return tiny_ring_dir()
+    try:
+        return resolve_model_path(name_or_path)
+    except ValueError as error:
+        raise ValueError(f"{error} (or {ALIAS!r})") from None

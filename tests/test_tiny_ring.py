@@ -40,6 +40,7 @@ def test_tiny_ring_answers_validly_and_uniformly():
     turns = result.turns
     assert len(turns) >= 2 * 8 and all(len(t.response_ids) == 1 for t in turns)
     assert np.mean([t.valid for t in turns]) > 0.9
-    # not yet a policy: the first turn's choices spread over the listed actions
-    first = [t.action for t in turns if t.turn == 0]
-    assert len(set(first)) >= 2
+    # not yet a policy: the answers spread over the listed numbers (3 or 4 actions per state)
+    answers = [t.response_text.strip() for t in turns if t.valid]
+    shares = [answers.count(str(k)) / len(answers) for k in (1, 2, 3)]
+    assert min(shares) > 0.15, shares

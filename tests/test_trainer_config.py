@@ -24,7 +24,8 @@ def test_method_files_resolve_with_alfworld_defaults(method):
     assert (config.estimator, config.loss.name) == METHODS[method]
     assert config.advantage.omega == 0.1 and config.advantage.gamma == 0.95
     assert config.loss.kl_coef == 0.01 and config.optimizer.learning_rate == 1e-6
-    assert config.batch.mini_batch_rows == 256
+    # GGPO batches task groups whole: a mini-batch holds a group's 8 x 50 possible turns
+    assert config.batch.mini_batch_rows == (512 if method == "ggpo" else 256)
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.seed = 3  # type: ignore[misc]
 
