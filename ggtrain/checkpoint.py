@@ -47,9 +47,6 @@ class CheckpointStore:
         self.index: dict[str, dict[str, float]] = json.loads(path.read_text()) if path.exists() else {}
 
     # ---- the index of metrics per step, for best-by-metric retention ----
-    def _index(self) -> dict[str, dict[str, float]]:
-        return self.index
-
     def _write_index(self, index: dict[str, dict[str, float]]) -> None:
         self.index = index
         if jax.process_index() == 0:
@@ -61,7 +58,8 @@ class CheckpointStore:
         name = self.config.best_metric
         if not name:
             return None
-        scored = [(v[name], int(s)) for s, v in self._index().items() if name in v and int(s) in self.steps()]
+        kept = set(self.steps())
+        scored = [(v[name], int(s)) for s, v in self.index.items() if name in v and int(s) in kept]
         if not scored:
             return None
         return (max if self.config.best_mode == "max" else min)(scored)[1]
@@ -75,7 +73,7 @@ class CheckpointStore:
             step,
             args=ocp.args.Composite(state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)),
         )
-        index = self._index()
+        index = dict(self.index)
         index[str(step)] = {k: float(v) for k, v in (metrics or {}).items()}
         self._write_index(index)
         self._retain()

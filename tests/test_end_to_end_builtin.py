@@ -41,6 +41,10 @@ def _env() -> dict[str, str]:
     return os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
 
 
+def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.mark.slow
 def test_train_sigterm_resume_eval(tmp_path):
     from models.zoo import tiny_random_dir
@@ -68,13 +72,9 @@ def test_train_sigterm_resume_eval(tmp_path):
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["events"][-1]["kind"] == "interrupted"
 
-    resumed = subprocess.run(
+    resumed = _run(
         _cmd("train", "--resume", str(run), iterations=done[-1] + 1),
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=400,
+        400,
     )
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed {run} at iteration {done[-1]}" in resumed.stderr
@@ -90,7 +90,7 @@ def test_train_sigterm_resume_eval(tmp_path):
         assert manifest[key], key
     assert manifest["ended"]
 
-    evaluated = subprocess.run(
+    evaluated = _run(
         [
             sys.executable,
             "-m",
@@ -107,11 +107,7 @@ def test_train_sigterm_resume_eval(tmp_path):
             "0",
             "1",
         ],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=400,
+        400,
     )
     assert evaluated.returncode == 0, evaluated.stderr
     summary = json.loads(evaluated.stdout.strip().splitlines()[-1])
@@ -120,13 +116,9 @@ def test_train_sigterm_resume_eval(tmp_path):
     outcomes = (run / "eval" / "valid_seen.jsonl").read_text().splitlines()
     assert len(outcomes) == 4 and {"game_id", "seed", "won", "turns", "invalid_actions"} <= set(json.loads(outcomes[0]))
 
-    reported = subprocess.run(
+    reported = _run(
         [sys.executable, "-m", "ggtrain.cli", "report", str(run), "--out", str(tmp_path / "report")],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
+        120,
     )
     assert reported.returncode == 0, reported.stderr
     report = (tmp_path / "report" / "report.md").read_text()
@@ -142,13 +134,9 @@ def test_configuration_errors_exit_nonzero_with_one_line_and_write_nothing(tmp_p
     ]
     for extra, expected in cases:
         run = tmp_path / expected.replace("/", "_")
-        proc = subprocess.run(
+        proc = _run(
             [sys.executable, "-m", "ggtrain.cli", "train", "--config", "quickstart", "--run-dir", str(run), *extra],
-            cwd=ROOT,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
+            120,
         )
         assert proc.returncode == 2, (extra, proc.stderr)
         lines = [x for x in proc.stderr.splitlines() if x.strip()]
