@@ -146,7 +146,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from env_bridge.worker_pool import EnvPool
     from ggtrain.evaluate import eval_games, evaluate, write_outcomes
-    from ggtrain.tiny_ring import resolve_model as resolve_model_path
+    from ggtrain.policies import resolve_model
     from models import load_pretrained
 
     if bool(args.run) == bool(args.model):
@@ -157,7 +157,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from ggtrain.update_loop import Updater
 
         run_config = json.loads((Path(args.run) / "config.json").read_text())
-        lm = load_pretrained(resolve_model_path(run_config["model"]["path"]))
+        lm = load_pretrained(resolve_model(run_config["model"]["path"]))
         updater = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
         store = CheckpointStore(Path(args.run) / "checkpoints", config.checkpoint)
         restored = store.restore_latest(updater.abstract_state())
@@ -166,7 +166,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError(f"--run {args.run}: no checkpoint to evaluate")
         params = restored[1].params
     else:
-        lm = load_pretrained(resolve_model_path(args.model))
+        lm = load_pretrained(resolve_model(args.model))
         params = lm.params
     games = eval_games(config, args.split, args.games)
     with EnvPool(config.rollout.env, config.rollout.workers) as pool:
