@@ -22,13 +22,13 @@ import optax
 
 from env_bridge.envs import BuiltinRingEnv
 from env_bridge.prompts import prompt_builder, task_of
+from ggtrain.policies.registry import register_model
 from models.artifacts import cache_dir
 from models.config import ModelConfig
 from models.decoder import init_params
 from models.pretrained import LanguageModel
 from models.scoring import score_tokens
 from models.tokenizer import Tokenizer
-from ggtrain.policies.registry import register_model
 from models.zoo import build_once, word_level_tokenizer
 
 ALIAS = "tiny-ring"

@@ -214,4 +214,3 @@ def graph_diagnostics(groups: Groups, out: Path) -> list[str]:
 
 def run_list(runs: list[Run]) -> list[str]:
     return ["Runs: " + ", ".join(f"`{run.dir}`" for run in runs)]
-
