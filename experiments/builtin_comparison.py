@@ -18,6 +18,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ggtrain.metrics import TRAIN_SUCCESS  # noqa: E402
+
 METHODS = ("grpo", "gigpo", "graphgpo", "graph_only", "ggpo")
 SEEDS = (0, 1, 2, 3, 4)
 
@@ -28,7 +32,7 @@ def finished(run: Path) -> bool:
         return False
     iterations = json.loads((run / "config.json").read_text())["iterations"]
     lines = (run / "metrics.jsonl").read_text().splitlines()
-    steps = [m["step"] for m in map(json.loads, lines) if "train/success_rate" in m]
+    steps = [m["step"] for m in map(json.loads, lines) if TRAIN_SUCCESS in m]
     return bool(steps) and max(steps) >= iterations
 
 

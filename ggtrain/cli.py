@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +146,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from env_bridge.worker_pool import EnvPool
     from ggtrain.evaluate import eval_games, evaluate, write_outcomes
-    from ggtrain.tiny_ring import resolve_model as resolve_model_path
+    from ggtrain.policies import resolve_model
     from models import load_pretrained
 
     if bool(args.run) == bool(args.model):
@@ -157,7 +157,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from ggtrain.update_loop import Updater
 
         run_config = json.loads((Path(args.run) / "config.json").read_text())
-        lm = load_pretrained(resolve_model_path(run_config["model"]["path"]))
+        lm = load_pretrained(resolve_model(run_config["model"]["path"]))
         updater = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
         store = CheckpointStore(Path(args.run) / "checkpoints", config.checkpoint)
         restored = store.restore_latest(updater.abstract_state())
@@ -166,7 +166,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError(f"--run {args.run}: no checkpoint to evaluate")
         params = restored[1].params
     else:
-        lm = load_pretrained(resolve_model_path(args.model))
+        lm = load_pretrained(resolve_model(args.model))
         params = lm.params
     games = eval_games(config, args.split, args.games)
     with EnvPool(config.rollout.env, config.rollout.workers) as pool:
@@ -191,10 +191,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ggtrain", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"ggtrain {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+Subparsers = argparse._SubParsersAction  # what ``add_subparsers`` returns
+
+
+def _add_advantages_parser(sub: Subparsers) -> None:
     adv = sub.add_parser(
         "advantages",
         help="compute advantages and graph diagnostics for a file of turn rows (prints JSON)",
@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     adv.add_argument("--out", help="write the JSON here instead of stdout")
     adv.set_defaults(func=cmd_advantages)
 
+
+def _add_model_parser(sub: Subparsers) -> None:
     model = sub.add_parser("model", help="model files").add_subparsers(dest="model_command", required=True)
     imp = model.add_parser(
         "import-gguf",
@@ -218,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("out_dir")
     imp.set_defaults(func=cmd_model_import_gguf)
 
+
+def _add_train_parser(sub: Subparsers) -> None:
     tr = sub.add_parser("train", help="train an agent (rollout -> advantages -> update -> eval -> checkpoint)")
     tr.add_argument(
         "--config",
@@ -256,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.set_defaults(func=cmd_train)
 
+
+def _add_eval_parser(sub: Subparsers) -> None:
     ev = sub.add_parser("eval", help="evaluate a run's checkpoint or a model directory")
     ev.add_argument("--run", help="run directory (its newest checkpoint)")
     ev.add_argument("--model", help="model directory or alias")
@@ -268,12 +274,16 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", help="folder for the per-game JSONL (default RUN_DIR/eval)")
     ev.set_defaults(func=cmd_eval)
 
+
+def _add_report_parser(sub: Subparsers) -> None:
     rep = sub.add_parser("report", help="markdown + PNG plots comparing runs")
     rep.add_argument("runs", nargs="+", metavar="RUN_DIR")
     rep.add_argument("--out", help="default: the first run's report/ folder")
     rep.add_argument("--threshold", type=float, default=0.5, help="success rate for the cost-to-reach table")
     rep.set_defaults(func=cmd_report)
 
+
+def _add_env_parser(sub: Subparsers) -> None:
     env = sub.add_parser("env", help="environments").add_subparsers(dest="env_command", required=True)
     check = env.add_parser(
         "check",
@@ -292,6 +302,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", help="ALFWorld data folder (default: $ALFWORLD_DATA, then ../shared/data/alfworld)"
     )
     check.set_defaults(func=cmd_env_check)
+
+
+# The subcommands in ``ggtrain --help`` order. A new one is a ``cmd_<name>(args) -> exit code`` plus an
+# ``_add_<name>_parser(sub)`` that adds its parser with ``set_defaults(func=cmd_<name>)``, listed here.
+SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
+    _add_advantages_parser,
+    _add_model_parser,
+    _add_train_parser,
+    _add_eval_parser,
+    _add_report_parser,
+    _add_env_parser,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ggtrain", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ggtrain {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add_parser in SUBCOMMANDS:
+        add_parser(sub)
     return parser
 
 

@@ -1,4 +1,9 @@
-"""Metrics: (sum, count) accumulation, a TensorBoard writer on process 0 only, and a JSONL file."""
+"""Metrics: (sum, count) accumulation, a TensorBoard writer on process 0 only, and a JSONL file.
+
+``RUN_DIR/metrics.jsonl`` holds one record per write: ``{"step": iteration, "time": ..., name: value}``
+with names under ``train/`` (one record per iteration) or ``eval/`` (one per evaluation). The names read
+back by ``ggtrain report`` and the experiment scripts are the constants below.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jax
+TRAIN = "train/"  # prefix of the per-iteration record
+EVAL = "eval/"  # prefix of the evaluation record
+TRAIN_SUCCESS = "train/success_rate"  # share of the iteration's rollout episodes won
+MEAN_TURNS = "train/mean_turns"  # turns per rollout episode
+TRAJECTORIES = "train/graph/trajectories"  # trajectories in the iteration's state graphs
+# the iteration's trained tokens: response tokens under the loss mask, summed over every optimizer step
+# of the iteration (every mini-batch of every epoch), a total (count 0 in ``MetricAccumulator``)
+TOKENS = "train/tokens"
+ROLLOUT_S = "train/rollout_s"  # seconds of the rollout
+ADVANTAGE_MS = "train/advantage_ms"  # milliseconds of the advantage computation
+UPDATE_S = "train/update_s"  # seconds of the optimizer steps
+ITERATION_S = "train/iteration_s"  # seconds of the whole iteration (evaluation included)
+UNREACHABLE_FRACTION = "train/graph/unreachable_fraction"  # state-graph nodes that cannot reach the goal
+EVAL_SUCCESS = "eval/success_rate"  # share of the evaluation games won
 
 
 class MetricAccumulator:
@@ -30,7 +48,11 @@ class MetricAccumulator:
 class MetricsWriter:
     def __init__(self, run_dir: str | Path, process_index: int | None = None):
         self.run_dir = Path(run_dir)
-        self.active = (jax.process_index() if process_index is None else process_index) == 0
+        if process_index is None:
+            import jax
+
+            process_index = jax.process_index()
+        self.active = process_index == 0
         self.tb: Any = None
         self.jsonl: Any = None
         if self.active:
@@ -40,7 +62,7 @@ class MetricsWriter:
             self.tb = SummaryWriter(str(self.run_dir / "tensorboard"))
             self.jsonl = (self.run_dir / "metrics.jsonl").open("a")
 
-    def write(self, step: int, metrics: dict[str, float], prefix: str = "train/") -> None:
+    def write(self, step: int, metrics: dict[str, float], prefix: str = TRAIN) -> None:
         if not self.active:
             return
         record = {"step": int(step), "time": time.time()} | {prefix + k: float(v) for k, v in metrics.items()}

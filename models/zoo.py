@@ -132,20 +132,10 @@ def word_level_tokenizer(corpus: list[str]) -> Tokenizer:
     return Tokenizer(backend, config, WORD_LEVEL_CHAT_TEMPLATE)
 
 
-MODEL_ALIASES = {
+# The models ``models`` builds alone (jax + flax + the wheel artifacts), by alias: each builder returns
+# the cached HF directory. Policies that need more (the environments, the update) are registered on the
+# trainer side, in ``ggtrain.policies``; ``ggtrain.policies.resolve_model`` resolves both kinds and paths.
+BASE_MODELS: dict[str, Callable[[], Path]] = {
     "smollm2-135m-instruct": smollm2_135m_instruct_dir,
     "tiny-random": tiny_random_dir,
 }
-
-
-def resolve_model_path(name_or_path: str) -> Path:
-    """A local HF directory, or an alias: ``smollm2-135m-instruct`` or ``tiny-random``."""
-    if name_or_path in MODEL_ALIASES:
-        return MODEL_ALIASES[name_or_path]()
-    path = Path(name_or_path).expanduser()
-    if not name_or_path or not (path / "config.json").exists():
-        raise ValueError(
-            f"model path {name_or_path!r} is not a model directory (no config.json) and not one of"
-            f" the aliases {sorted(MODEL_ALIASES)}"
-        )
-    return path

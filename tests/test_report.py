@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ggtrain.cli import main
+from ggtrain.metrics import TOKENS, TRAIN_SUCCESS, MetricAccumulator, MetricsWriter
 from ggtrain.report import bootstrap_interval, load_run, to_threshold
 
 
@@ -62,6 +63,34 @@ def test_threshold_costs_and_report(tmp_path, capsys):
     assert "| grpo | 5.000 |" in report  # advantage ms 3, 4, 5, 6: the first (compile) is left out
     assert (tmp_path / "rep" / "success_curves.png").stat().st_size > 1000
     assert (tmp_path / "rep" / "graph_diagnostics.png").exists()
+
+
+def test_tokens_to_threshold_sum_every_optimizer_step_of_every_iteration(tmp_path, capsys):
+    """Each iteration's ``train/tokens`` is its total over all its optimizer steps (per-step (sum, 0)
+    pairs through the accumulator and writer, as the train loop logs them); the cost to reach the
+    threshold sums those totals, not per-step means."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"estimator": "grpo", "seed": 0, "loss": {"name": "ppo_clip"}}))
+    (run / "manifest.json").write_text(json.dumps({"jax": {"devices": ["cpu:0"]}}))
+    per_step_tokens = [[100, 120, 80], [90, 110], [50, 60, 70, 80], [500]]  # optimizer steps per iteration
+    writer = MetricsWriter(run, process_index=0)
+    for iteration, (steps, success) in enumerate(zip(per_step_tokens, [0.1, 0.3, 0.6, 0.9], strict=True), start=1):
+        acc = MetricAccumulator()
+        for tokens in steps:
+            acc.add({"tokens": (tokens, 0.0), "loss": (0.5, 1.0)})
+        timings = {"iteration_s": 1.0, "rollout_s": 0.5, "update_s": 0.4, "advantage_ms": 1.0}
+        writer.write(iteration, {"success_rate": success} | timings | acc.means())
+    writer.close()
+    run_record = load_run(run)
+    assert [run_record.train[k][TOKENS] for k in (1, 2, 3, 4)] == [300.0, 200.0, 260.0, 500.0]
+    assert run_record.train[3][TRAIN_SUCCESS] == 0.6
+    assert to_threshold(run_record, 0.5)["tokens"] == 760.0  # 300 + 200 + 260, not the step means' 265
+    assert to_threshold(run_record, 0.5)["iterations"] == 3.0
+    assert to_threshold(run_record, 0.95)["tokens"] is None
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert "| 760 (1/1 reached) |" in report and "Tokens: trained response tokens" in report
 
 
 def test_bootstrap_interval_brackets_the_mean():

@@ -7,11 +7,13 @@ import json
 
 import jax
 import numpy as np
+import pytest
 
 from env_bridge.prompts import prompt_builder
 from env_bridge.rollout import RolloutDriver, SamplerPolicy
 from env_bridge.worker_pool import EnvPool
-from ggtrain.tiny_ring import resolve_model, tiny_ring_dir
+from ggtrain.policies import model_aliases, register_model, resolve_model
+from ggtrain.policies.tiny_ring import tiny_ring_dir
 from models import load_pretrained
 from models.sampler import Sampler, SamplingParams
 
@@ -21,6 +23,21 @@ def test_numbered_prompt_lists_actions_by_number():
         "put the key in room 2.", [], "You are in room 0.", ["go to room 1", "look"]
     )
     assert "Actions: 1: go to room 1, 2: look." in text and "number of one action" in text
+
+
+def test_one_registry_resolves_base_models_built_policies_and_directories(tmp_path):
+    assert {"smollm2-135m-instruct", "tiny-random", "tiny-ring"} <= set(model_aliases())
+    assert model_aliases()["tiny-ring"] is tiny_ring_dir
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_model(str(tmp_path)) == tmp_path
+    with pytest.raises(ValueError, match="not a model directory") as error:
+        resolve_model(str(tmp_path / "nope"))
+    assert all(repr(alias) in str(error.value) for alias in model_aliases())  # every alias is listed
+    with pytest.raises(ValueError, match="already registered"):
+        register_model("tiny-ring", lambda: tmp_path)
+    with pytest.raises(ValueError, match="already registered"):
+        register_model("tiny-random", lambda: tmp_path)
+    register_model("tiny-ring", tiny_ring_dir)  # the same builder again: a no-op
 
 
 def test_tiny_ring_answers_validly_and_uniformly():

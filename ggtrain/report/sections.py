@@ -1,0 +1,216 @@
+"""One function per section of ``report.md``: each takes the runs grouped by method and returns its
+markdown lines; the plotting ones also write their PNG into the report folder."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ggtrain.metrics import (
+    ADVANTAGE_MS,
+    ITERATION_S,
+    ROLLOUT_S,
+    TRAIN_SUCCESS,
+    UNREACHABLE_FRACTION,
+    UPDATE_S,
+)
+from ggtrain.report.loading import Run
+from ggtrain.report.statistics import bootstrap_interval, success_auc, to_threshold
+
+Groups = dict[str, list[Run]]
+TOKENS_NOTE = (
+    "\nCosts are summed over the iterations up to the first that reaches the threshold. Env steps: turns of"
+    " the rollout episodes. Tokens: trained response tokens (those under the loss mask), counted in every"
+    " optimizer step that trains them (so once per epoch), i.e. the sum of the iterations' `train/tokens`"
+    " totals. Device-hours: iteration seconds × devices."
+)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def header(runs: list[Run], groups: Groups, threshold: float) -> list[str]:
+    counts = ", ".join(f"{m} × {len(r)}" for m, r in groups.items())
+    return [
+        f"# ggtrain report\n\nRuns: {len(runs)} ({counts}).",
+        f"Threshold for the cost-to-reach table (fixed before the runs): training success ≥ {threshold}.\n",
+    ]
+
+
+def _mean_band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """The iterations every curve has, with the mean and std over the curves there."""
+    common = sorted(set.intersection(*[set(s.tolist()) for s, _ in curves])) if curves else []
+    if not common:
+        return [], np.zeros(0), np.zeros(0)
+    stack = np.asarray([[v[list(s).index(c)] for c in common] for s, v in curves])
+    return common, stack.mean(0), stack.std(0)
+
+
+def success_curves(groups: Groups, out: Path) -> list[str]:
+    """Training and evaluation success per iteration: the mean over seeds with a ± std band."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for method, group in sorted(groups.items()):
+        train_curves = [run.series(TRAIN_SUCCESS) for run in group]
+        eval_curves = [run.eval_series() for run in group]
+        for ax, curves in zip(axes, (train_curves, eval_curves), strict=True):
+            common, mean, std = _mean_band(curves)
+            if not common:
+                continue
+            ax.plot(common, mean, "o-", markersize=3, label=f"{method} (n={len(group)})")
+            ax.fill_between(common, mean - std, mean + std, alpha=0.2)
+    for ax, title in zip(axes, ("training success rate", "evaluation success rate"), strict=True):
+        ax.set_title(title)
+        ax.set_xlabel("iteration")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "success_curves.png", dpi=120)
+    plt.close(fig)
+    return ["![success curves](success_curves.png)\n"]
+
+
+def final_table(groups: Groups, threshold: float) -> list[str]:
+    """Final evaluation mean ± std, AUC of training success, and the mean cost to reach the threshold
+    over the seeds that reach it."""
+    lines = [
+        "| method | seeds | final eval success (mean ± std) | AUC of training success | iterations to threshold |"
+        " env steps | tokens | device-hours |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for method, group in sorted(groups.items()):
+        finals = [run.eval[max(run.eval)] for run in group if run.eval]
+        costs = [to_threshold(run, threshold) for run in group]
+
+        def fmt(key: str, costs: list[dict[str, float | None]] = costs) -> str:
+            vals = [float(v) for c in costs if (v := c[key]) is not None]
+            return f"{np.mean(vals):.4g} ({len(vals)}/{len(costs)} reached)" if vals else "not reached"
+
+        final = f"{np.mean(finals):.3f} ± {np.std(finals):.3f}" if finals else "n/a"
+        lines.append(
+            f"| {method} | {len(group)} | {final} | {np.mean([success_auc(run) for run in group]):.3f} |"
+            f" {fmt('iterations')} | {fmt('env_steps')} | {fmt('tokens')} | {fmt('device_hours')} |"
+        )
+    return [*lines, TOKENS_NOTE]
+
+
+def task_types(groups: Groups) -> list[str]:
+    """Success per task type in each run's last evaluation, pooled over seeds."""
+    per_type: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for method, group in groups.items():
+        for run in group:
+            for r in run.outcomes:
+                per_type[method][r["task_type"]].append(bool(r["won"]))
+    types = sorted({t for m in per_type.values() for t in m})
+    if not types:
+        return []
+    lines = ["\n## Success by task type (last evaluation)\n", "| method | " + " | ".join(types) + " |"]
+    lines.append("|---|" + "---|" * len(types))
+    for method in sorted(per_type):
+        cells = [f"{np.mean(per_type[method][t]):.3f}" if per_type[method][t] else "–" for t in types]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def paired_differences(groups: Groups) -> list[str]:
+    """For each pair of methods, the mean per-game win difference over the (game, game seed, run seed)
+    both evaluated last, with a bootstrap 95 % interval."""
+    methods = sorted(groups)
+    if len(methods) < 2:
+        return []
+    lines = [
+        "\n## Paired per-game differences (last evaluation, same game and seed)\n",
+        "| A − B | pairs | mean difference | bootstrap 95 % |",
+        "|---|---|---|---|",
+    ]
+    wins = {
+        m: {(r["game_id"], r["seed"], run.seed): float(r["won"]) for run in groups[m] for r in run.outcomes}
+        for m in methods
+    }
+    for i, a in enumerate(methods):
+        for b in methods[i + 1 :]:
+            keys = sorted(set(wins[a]) & set(wins[b]))
+            diff = np.asarray([wins[a][k] - wins[b][k] for k in keys])
+            lo, hi = bootstrap_interval(diff)
+            mean = f"{diff.mean():+.3f}" if len(diff) else "n/a"
+            lines.append(f"| {a} − {b} | {len(keys)} | {mean} | [{lo:+.3f}, {hi:+.3f}] |")
+    return lines
+
+
+def overhead(groups: Groups) -> list[str]:
+    """The advantage computation's median / p95 time next to the iteration time (the first iteration,
+    which compiles, left out when there are others)."""
+    lines = [
+        "\n## Overhead of the advantage computation\n",
+        "| method | advantage ms median | p95 | iteration s median | share of the iteration |",
+        "|---|---|---|---|---|",
+    ]
+    for method, group in sorted(groups.items()):
+        adv = np.concatenate([run.series(ADVANTAGE_MS)[1][1:] for run in group])
+        it = np.concatenate([run.series(ITERATION_S)[1][1:] for run in group])
+        if not len(adv):
+            adv = np.concatenate([run.series(ADVANTAGE_MS)[1] for run in group])
+            it = np.concatenate([run.series(ITERATION_S)[1] for run in group])
+        share = np.median(adv / 1e3 / it)
+        lines.append(
+            f"| {method} | {np.median(adv):.3f} | {np.percentile(adv, 95):.3f} | {np.median(it):.2f} |"
+            f" {100 * share:.4f} % |"
+        )
+    lines.append("\n(The first iteration of each run is left out when there are others: it includes the compile.)\n")
+    return lines
+
+
+def phase_times(groups: Groups) -> list[str]:
+    """Median seconds per iteration of rollout, advantages, update and the whole iteration."""
+    lines = [
+        "## Time per phase (median seconds per iteration)\n",
+        "| method | rollout | advantages | update | whole iteration |",
+        "|---|---|---|---|---|",
+    ]
+    for method, group in sorted(groups.items()):
+        med = {
+            k: float(np.nanmedian(np.concatenate([run.series(k)[1] for run in group])))
+            for k in (ROLLOUT_S, ADVANTAGE_MS, UPDATE_S, ITERATION_S)
+        }
+        lines.append(
+            f"| {method} | {med[ROLLOUT_S]:.2f} | {med[ADVANTAGE_MS] / 1e3:.5f} | {med[UPDATE_S]:.2f} |"
+            f" {med[ITERATION_S]:.2f} |"
+        )
+    return lines
+
+
+def profile_traces(runs: list[Run]) -> list[str]:
+    traces = [str(run.dir / "profile") for run in runs if (run.dir / "profile").exists()]
+    if not traces:
+        return []
+    return ["\nProfiler traces (TensorBoard / Perfetto): " + ", ".join(f"`{t}`" for t in traces) + "\n"]
+
+
+def graph_diagnostics(groups: Groups, out: Path) -> list[str]:
+    """The unreachable-node fraction of each run's state graphs per iteration."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for method, group in sorted(groups.items()):
+        for run in group:
+            steps, frac = run.series(UNREACHABLE_FRACTION)
+            ax.plot(steps, frac, alpha=0.6, label=f"{method} s{run.seed}")
+    ax.set_title("unreachable-node fraction of the state graphs")
+    ax.set_xlabel("iteration")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "graph_diagnostics.png", dpi=120)
+    plt.close(fig)
+    return ["![graph diagnostics](graph_diagnostics.png)\n"]
+
+
+def run_list(runs: list[Run]) -> list[str]:
+    return ["Runs: " + ", ".join(f"`{run.dir}`" for run in runs)]

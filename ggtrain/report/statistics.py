@@ -1,0 +1,46 @@
+"""The numbers of the report: bootstrap intervals, the area under the success curve, and the cost of
+reaching a success threshold. (The Wilson interval of one evaluation is ``ggtrain.evaluate``'s.)"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ggtrain.metrics import ITERATION_S, MEAN_TURNS, TOKENS, TRAIN_SUCCESS, TRAJECTORIES
+from ggtrain.report.loading import Run
+
+
+def bootstrap_interval(values: np.ndarray, rounds: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the mean (NaN, NaN for no values)."""
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = rng.choice(values, size=(rounds, len(values)), replace=True).mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def success_auc(run: Run) -> float:
+    """Area under the training success curve, per iteration (its mean over the logged iterations)."""
+    return float(np.nanmean(run.series(TRAIN_SUCCESS)[1]))
+
+
+def to_threshold(run: Run, threshold: float) -> dict[str, float | None]:
+    """Iterations, environment steps, trained tokens and device-hours until the training success rate
+    first reaches ``threshold`` (None when it never does). Costs are summed over the iterations up to
+    and including that one: environment steps = turns per episode x trajectories, tokens = the
+    iterations' ``train/tokens`` totals (every optimizer step's trained response tokens), device-hours =
+    iteration seconds x devices."""
+    steps, success = run.series(TRAIN_SUCCESS)
+    hit = np.flatnonzero(success >= threshold)
+    if not len(hit):
+        return {"iterations": None, "env_steps": None, "tokens": None, "device_hours": None}
+    k = hit[0] + 1
+
+    def total(key: str) -> np.ndarray:
+        return run.series(key)[1][:k]
+
+    return {
+        "iterations": float(steps[hit[0]]),
+        "env_steps": float(np.nansum(total(MEAN_TURNS) * total(TRAJECTORIES))),
+        "tokens": float(np.nansum(total(TOKENS))),
+        "device_hours": float(np.nansum(total(ITERATION_S)) * run.devices / 3600),
+    }
