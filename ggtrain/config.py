@@ -130,6 +130,20 @@ class EvalConfig:
 
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
+class SftConfig:
+    """``ggtrain sft``: supervised steps on demonstrations (response tokens only), then an evaluation."""
+
+    steps: int = 300
+    walkthrough_games: int = 0  # --walkthroughs: how many games of the split (0 = all), a seeded sample
+    uniform_fraction: float = 0.0  # turns whose answer is replaced by a uniformly random admissible action
+    validation_fraction: float = 0.05  # demonstrations (whole games) held out for the validation loss
+    validation_every: int = 50
+    checkpoint_every: int = 50
+    eval_games: int = 32  # evaluation episodes at the end (EvalConfig's split and turn limit); 0 = none
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
 class TrainConfig:
     seed: int = 0
     iterations: int = 150
@@ -145,6 +159,7 @@ class TrainConfig:
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
     rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    sft: SftConfig = dataclasses.field(default_factory=SftConfig)
 
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"

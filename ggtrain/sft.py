@@ -1,0 +1,268 @@
+"""``ggtrain sft``: a supervised warm start on demonstrations through the RL update machinery (optax, the
+mesh and shardings, micro-batches, orbax checkpoints, metrics), loss on response tokens only; writes an
+HF model directory that ``ggtrain train`` and transformers load, with ``sft.json`` recording what it did.
+
+The run's state lives in ``OUT/sft_run`` (resolved config, checkpoints, ``metrics.jsonl``, TensorBoard);
+``--resume`` continues it bit for bit: the data order is a pure function of (seed, epoch) and the
+iterator position is checkpointed with the optimizer state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from env_bridge.collate import collate_turns
+from ggtrain.checkpoint import CheckpointStore
+from ggtrain.config import ConfigError, TrainConfig, config_to_dict, write_resolved_config
+from ggtrain.metrics import MetricAccumulator, MetricsWriter
+from ggtrain.rollout_setup import make_rollout_driver
+from ggtrain.sft_data import data_hash, encode_records, split_by_game
+from ggtrain.sharding import host_local_copy
+from ggtrain.update_loop import Updater
+from models import load_pretrained
+from models.config import ModelConfig
+from models.pretrained import LanguageModel
+from models.scoring import score_tokens
+
+RUN = "sft_run"
+
+
+def sft_train_config(config: TrainConfig) -> TrainConfig:
+    """The update configuration of SFT: the ``sft`` loss, no reference or KL term."""
+    return dataclasses.replace(config, loss=dataclasses.replace(config.loss, name="sft", kl_coef=0.0))
+
+
+def check_sft_config(config: TrainConfig) -> None:
+    s, b = config.sft, config.batch
+    if s.steps < 1:
+        raise ConfigError(f"SftConfig.steps = {s.steps}: expected at least 1")
+    if not 0 <= s.uniform_fraction <= 1 or not 0 <= s.validation_fraction < 1:
+        raise ConfigError("SftConfig.uniform_fraction must be in [0, 1] and validation_fraction in [0, 1)")
+    if b.mini_batch_rows % b.micro_batch_rows:
+        raise ConfigError(
+            f"BatchConfig.mini_batch_rows = {b.mini_batch_rows} is not a multiple of"
+            f" BatchConfig.micro_batch_rows = {b.micro_batch_rows}"
+        )
+
+
+class Batches:
+    """Endless shuffled mini-batches over the training turns, epoch by epoch; checkpointable position."""
+
+    def __init__(self, turns: list[Any], rows: int, seed: int, pad_id: int, length: int):
+        self.turns, self.rows, self.seed, self.pad_id, self.length = turns, rows, seed, pad_id, length
+        self.epoch, self.iterator = 0, self._open(0)
+
+    def _open(self, epoch: int) -> Any:
+        return collate_turns(self.turns, self.rows, seed=self.seed + epoch, pad_id=self.pad_id, length=self.length)
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        try:
+            return next(self.iterator)
+        except StopIteration:
+            self.epoch += 1
+            self.iterator = self._open(self.epoch)
+            return next(self.iterator)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "iterator": self.iterator.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.epoch = int(state["epoch"])
+        self.iterator = self._open(self.epoch)
+        self.iterator.set_state(state["iterator"])
+
+
+def validation_loss(model_config: ModelConfig, params: Any, batches: list[dict[str, np.ndarray]]) -> float:
+    """Mean negative log-likelihood per response token of the held-out demonstrations."""
+
+    @jax.jit
+    def nll(p: Any, tokens: jax.Array, attention: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+        logp = score_tokens(model_config, p, tokens, attention, mask)
+        return -jnp.sum(logp), jnp.sum(mask)
+
+    total = count = 0.0
+    for b in batches:
+        mask = b["loss_mask"] & b["row_mask"][:, None]
+        s, c = nll(params, b["tokens"], b["attention_mask"], mask)
+        total, count = total + float(s), count + float(c)
+    return total / max(count, 1.0)
+
+
+def _pairs(metrics: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    return {k: v if isinstance(v, tuple) else (float(v), 1.0) for k, v in metrics.items()}
+
+
+def _truncate_metrics(run_dir: Path, step: int) -> None:
+    """Metrics follow checkpoints: lines past the restored step (written before a crash) are dropped."""
+    path = run_dir / "metrics.jsonl"
+    if path.exists():
+        lines = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= step]
+        path.write_text("".join(line + "\n" for line in lines))
+
+
+@dataclasses.dataclass
+class SftResult:
+    steps: int
+    train_loss: float
+    validation_loss: float | None
+    interrupted: str = ""
+
+
+def _stop_flag() -> tuple[dict[str, str], dict[int, Any]]:
+    flag = {"signal": ""}
+
+    def handler(signum: int, _frame: Any) -> None:
+        flag["signal"] = signal.Signals(signum).name
+
+    return flag, {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+
+
+def run_sft_steps(
+    config: TrainConfig,
+    model_dir: Path,
+    records: list[dict[str, Any]],
+    out: Path,
+    resume: bool,
+    progress: bool = True,
+    log: Any = None,
+) -> tuple[LanguageModel, SftResult]:
+    """The supervised steps; returns the trained model (not yet saved) and what happened."""
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    run_dir = out / RUN
+    lm = load_pretrained(model_dir, config.model.param_dtype, config.model.dtype)
+    tokenizer = lm.tokenizer
+    driver = make_rollout_driver(config.rollout, None, tokenizer, config.rollout.max_turns)  # type: ignore[arg-type]
+    train_records, val_records = split_by_game(records, config.sft.validation_fraction, config.seed)
+    train_turns = encode_records(train_records, driver, tokenizer.eos_token_id)
+    val_turns = encode_records(val_records, driver, tokenizer.eos_token_id)
+    length = _length_for(train_turns + val_turns)
+    pad = tokenizer.pad_token_id
+    rows = config.batch.mini_batch_rows
+    val_batches = list(collate_turns(val_turns, rows, seed=0, pad_id=pad, length=length)) if val_turns else []
+    updater = Updater.create(lm.config.replace(remat=config.model.remat), lm.params, sft_train_config(config))
+    del lm
+    data = Batches(train_turns, rows, config.seed, pad, length)
+    store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
+    if resume and (restored := store.restore_latest(updater.abstract_state())) is not None:
+        _, updater.state, record = restored
+        data.set_state(record["data_iterator"])
+        _truncate_metrics(run_dir, int(updater.state.step))
+        log(f"ggtrain sft: resumed {out} at step {int(updater.state.step)}")
+    write_resolved_config(config, run_dir)
+    writer = MetricsWriter(run_dir)
+    flag, previous = _stop_flag()
+    loss, val = float("nan"), None
+    try:
+        loss, val = _step_loop(config, updater, data, val_batches, store, writer, flag, progress)
+    finally:
+        store.close()
+        writer.close()
+        for s, h in previous.items():
+            signal.signal(s, h)
+    model = LanguageModel(updater.model_config.replace(remat=False), host_local_copy(updater.state.params), tokenizer)
+    return model, SftResult(int(updater.state.step), loss, val, flag["signal"])
+
+
+def _length_for(turns: list[Any]) -> int:
+    from env_bridge.collate import length_bucket
+
+    return length_bucket(max(len(t.prompt_ids) + len(t.response_ids) for t in turns))
+
+
+def _step_loop(
+    config: TrainConfig,
+    updater: Updater,
+    data: Batches,
+    val_batches: list[dict[str, np.ndarray]],
+    store: CheckpointStore,
+    writer: MetricsWriter,
+    flag: dict[str, str],
+    progress: bool,
+) -> tuple[float, float | None]:
+    from tqdm import tqdm
+
+    s = config.sft
+    loss, val = float("nan"), None
+    start = int(updater.state.step)
+    with tqdm(total=s.steps, initial=start, desc="sft", unit="step", disable=None if progress else True) as bar:
+        while int(updater.state.step) < s.steps and not flag["signal"]:
+            metrics = MetricAccumulator()
+            metrics.add(_pairs(updater.update(next(data))))
+            step, means = int(updater.state.step), metrics.means()
+            loss = means.get("loss", float("nan"))
+            scalars = {"loss": loss, "tokens": means.get("tokens", 0.0), "grad_norm": means.get("grad_norm", 0.0)}
+            if val_batches and (step % s.validation_every == 0 or step == s.steps):
+                val = validation_loss(updater.model_config, updater.state.params, val_batches)
+                scalars["validation_loss"] = val
+            if step % s.checkpoint_every == 0 or step == s.steps or flag["signal"]:
+                record = {"data_iterator": data.get_state(), "config": config_to_dict(config), "step": step}
+                store.save(step, updater.state, record)
+                store.wait()
+            writer.write(step, scalars, prefix="sft/")
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}")
+    return loss, val
+
+
+def write_sft_record(out: Path, config: TrainConfig, records: list[dict], result: SftResult, extra: dict) -> None:
+    record = {
+        "steps": result.steps,
+        "train_loss": result.train_loss,
+        "validation_loss": result.validation_loss,
+        "demonstrations": len(records),
+        "data_sha256": data_hash(records),
+        "config": config_to_dict(config),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    } | extra
+    (out / "sft.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def evaluate_model(config: TrainConfig, model: LanguageModel, games: int) -> tuple[dict[str, Any], list[dict]]:
+    """Success of ``model`` on ``games`` episodes of the evaluation split (EvalConfig's turn limit and
+    temperature), one episode per game, seeded by the game's position."""
+    from env_bridge.worker_pool import EnvPool
+    from ggtrain.evaluate import eval_games, evaluate
+
+    chosen = eval_games(config, config.eval.split, games)
+    pool = EnvPool(config.rollout.env, config.rollout.workers, step_timeout_s=config.rollout.step_timeout_s)
+    try:
+        return evaluate(config, model.config, model.params, model.tokenizer, chosen, [0], pool)
+    finally:
+        pool.close()
+
+
+def sft(
+    config: TrainConfig,
+    model_dir: Path,
+    records: list[dict[str, Any]],
+    out: Path,
+    resume: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Supervised steps, the HF model written to ``out``, its evaluation, and ``out/sft.json``."""
+    check_sft_config(config)
+    if (out / RUN / "checkpoints").exists() and not resume:
+        raise ConfigError(f"{out} already holds an SFT run; pass --resume to continue it")
+    model, result = run_sft_steps(config, model_dir, records, out, resume, progress)
+    if result.interrupted:
+        return {"interrupted": result.interrupted, "steps": result.steps}
+    model.save(out)
+    extra: dict[str, Any] = {"base_model": str(model_dir)}
+    if config.sft.eval_games > 0:
+        summary, outcomes = evaluate_model(config, model, config.sft.eval_games)
+        from ggtrain.evaluate import write_outcomes
+
+        write_outcomes(outcomes, out / RUN / "eval" / "sft_final.jsonl")
+        extra["evaluation"] = {"split": config.eval.split, "max_turns": config.eval.max_turns} | summary
+    write_sft_record(out, config, records, result, extra)
+    return json.loads((out / "sft.json").read_text())
