@@ -261,6 +261,52 @@ def _add_train_parser(sub: Subparsers) -> None:
     tr.set_defaults(func=cmd_train)
 
 
+def cmd_sft(args: argparse.Namespace) -> int:
+    from ggtrain.config import ConfigError
+    from ggtrain.policies import resolve_model
+    from ggtrain.sft import sft
+    from ggtrain.sft_data import mix_uniform, read_jsonl, walkthrough_records
+
+    config = _resolve_sft(args)
+    out = Path(args.out)
+    if args.resume and not (out / "sft_run" / "config.json").exists():
+        raise ConfigError(f"--resume: {out} holds no SFT run (no sft_run/config.json)")
+    model_dir = resolve_model(config.model.path)
+    if args.data:
+        records = read_jsonl(Path(args.data))
+    else:
+        records = walkthrough_records(
+            args.walkthroughs, config.rollout, config.data_dir, config.sft.walkthrough_games, config.seed
+        )
+        records = mix_uniform(records, config.sft.uniform_fraction, config.rollout.action_format, config.seed)
+    record = sft(config, model_dir, records, out, resume=args.resume)
+    print(json.dumps({"out": str(out)} | {k: record.get(k) for k in ("steps", "validation_loss", "interrupted")}))
+    return 143 if record.get("interrupted") == "SIGTERM" else 130 if record.get("interrupted") else 0
+
+
+def _resolve_sft(args: argparse.Namespace) -> Any:
+    from ggtrain.config import config_file, resolve_config
+
+    return resolve_config([config_file(c) for c in args.config or ["tiny_alfworld_sft"]], args.set)
+
+
+def _add_sft_parser(sub: Subparsers) -> None:
+    sf = sub.add_parser("sft", help="supervised warm start on demonstrations (loss on response tokens only)")
+    sf.add_argument("--config", action="append", help="gin file or name in configs/ (default tiny_alfworld_sft)")
+    sf.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="gin binding (repeatable)")
+    source = sf.add_mutually_exclusive_group()
+    source.add_argument("--data", metavar="FILE.jsonl", help='demonstrations: {"messages": [...], "response": "..."}')
+    source.add_argument(
+        "--walkthroughs",
+        metavar="SPLIT",
+        default="train",
+        help="replay the expert walkthroughs of an ALFWorld split with RL's prompt (default train)",
+    )
+    sf.add_argument("--out", required=True, metavar="MODEL_DIR", help="the HF model directory to write")
+    sf.add_argument("--resume", action="store_true", help="continue the SFT run in MODEL_DIR/sft_run")
+    sf.set_defaults(func=cmd_sft)
+
+
 def _add_eval_parser(sub: Subparsers) -> None:
     ev = sub.add_parser("eval", help="evaluate a run's checkpoint or a model directory")
     ev.add_argument("--run", help="run directory (its newest checkpoint)")
@@ -310,6 +356,7 @@ SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     _add_advantages_parser,
     _add_model_parser,
     _add_train_parser,
+    _add_sft_parser,
     _add_eval_parser,
     _add_report_parser,
     _add_env_parser,

@@ -112,3 +112,20 @@ def ggpo(model_config: ModelConfig, cfg: LossConfig) -> LossFn:
         return surrogate_sum / jnp.maximum(batch["t_tok"], 1.0), aux
 
     return loss_fn
+
+
+@register_loss("sft")
+def sft(model_config: ModelConfig, cfg: LossConfig) -> LossFn:
+    """Supervised fine-tuning: the negative log-likelihood of the response tokens (``ggtrain sft``),
+    aggregated as ``LossConfig.aggregation`` says (token-mean by default)."""
+
+    def loss_fn(params: Any, batch: Batch, rng: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+        del rng
+        mask = response_mask(batch)
+        _, logp = policy_logits_and_logp(model_config, params, batch, 1.0)
+        nll_sum, count = aggregate_parts(-logp, mask, cfg.aggregation)
+        tokens = jnp.sum(mask.astype(jnp.float32))
+        aux = {"loss": _pair(nll_sum, count), "tokens": _pair(tokens, jnp.zeros(()))}
+        return nll_sum / batch["normalizer"], aux
+
+    return loss_fn

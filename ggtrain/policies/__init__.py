@@ -10,7 +10,7 @@ level, ``register_model("my-policy", my_policy_dir)``; then import the module he
 """
 
 # the built policies: importing one registers its alias
-from ggtrain.policies import tiny_ring
+from ggtrain.policies import tiny_alfworld, tiny_ring
 from ggtrain.policies.registry import model_aliases, register_model, resolve_model
 
-__all__ = ["model_aliases", "register_model", "resolve_model", "tiny_ring"]
+__all__ = ["model_aliases", "register_model", "resolve_model", "tiny_alfworld", "tiny_ring"]

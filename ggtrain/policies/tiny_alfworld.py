@@ -1,0 +1,116 @@
+"""``tiny-alfworld``: a word-level Llama small enough to play real ALFWorld games on two CPU cores, warm-
+started by ``ggtrain sft`` on train-game walkthroughs (``configs/tiny_alfworld_sft.gin``), so RL starts
+from a policy that writes the reference ``<think></think><action>…</action>`` answer and often a useful
+action, but not always: a share of its demonstrations are uniformly random admissible actions.
+
+The vocabulary is every word the shipped games can show (``env_bridge.vocabulary``), lower-cased, each
+punctuation character alone, the chat roles and the four tags; anything else is the unknown token. The
+cache folder's name carries a hash of the recipe (architecture, SFT config file, vocabulary), so a
+changed recipe never reuses stale weights. ``warm_start.json`` beside the weights records the recipe and
+the measured starting success.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import jax
+from tokenizers import AddedToken, Regex, normalizers, pre_tokenizers
+from tokenizers import Tokenizer as Backend
+from tokenizers import models as tokenizer_models
+
+from env_bridge.games import SPLITS, discover_games
+from env_bridge.vocabulary import alfworld_words
+from ggtrain.config import CONFIG_DIR, resolve_config
+from ggtrain.policies.registry import register_model
+from models.artifacts import cache_dir
+from models.config import ModelConfig
+from models.decoder import init_params
+from models.pretrained import LanguageModel
+from models.tokenizer import Tokenizer
+from models.zoo import WORD_LEVEL_CHAT_TEMPLATE, WORD_LEVEL_SPECIALS, build_once
+
+ALIAS = "tiny-alfworld"
+RECIPE_FILE = CONFIG_DIR / "tiny_alfworld_sft.gin"
+TAGS = ("<think>", "</think>", "<action>", "</action>")
+ROLES = ("system", "user", "assistant")
+ARCHITECTURE = {"hidden_size": 96, "intermediate_size": 256, "num_layers": 3, "num_heads": 4, "num_kv_heads": 2}
+
+
+def alfworld_tokenizer(data_dir: str | None = None) -> Tokenizer:
+    """Word level over every game file of every split (sorted, so the ids are deterministic)."""
+    files = [g.path for split in SPLITS for g in discover_games(split, data_dir, include_unsolvable=True)]
+    words = [w for w in alfworld_words(files) if w not in ROLES]
+    vocab = {t: i for i, t in enumerate([*WORD_LEVEL_SPECIALS, *TAGS, *ROLES, *words])}
+    backend = Backend(tokenizer_models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.normalizer = normalizers.Lowercase()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(r"\w+|[^\w\s]"), behavior="isolated")]
+    )
+    backend.add_special_tokens(list(WORD_LEVEL_SPECIALS))
+    backend.add_tokens([AddedToken(t, normalized=False) for t in TAGS])
+    config = {"eos_token": "<|im_end|>", "pad_token": "<pad>", "unk_token": "[UNK]", "bos_token": None}
+    return Tokenizer(backend, config, WORD_LEVEL_CHAT_TEMPLATE)
+
+
+def model_config(tokenizer: Tokenizer) -> ModelConfig:
+    d, heads = ARCHITECTURE["hidden_size"], ARCHITECTURE["num_heads"]
+    eos = tokenizer.eos_token_id or 0
+    return ModelConfig(
+        model_type="llama",
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=d,
+        intermediate_size=ARCHITECTURE["intermediate_size"],
+        num_layers=ARCHITECTURE["num_layers"],
+        num_heads=heads,
+        num_kv_heads=ARCHITECTURE["num_kv_heads"],
+        head_dim=d // heads,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=4096,
+        attention_bias=False,
+        tie_word_embeddings=True,
+        bos_token_id=eos,
+        eos_token_id=eos,
+    )
+
+
+def recipe_hash() -> str:
+    from env_bridge import demonstrations, vocabulary
+
+    parts = [
+        json.dumps(ARCHITECTURE, sort_keys=True),
+        RECIPE_FILE.read_text(),
+        Path(vocabulary.__file__).read_text(),
+        Path(demonstrations.__file__).read_text(),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def build(tmp: Path, progress: bool = True) -> str:
+    from ggtrain.sft import sft
+    from ggtrain.sft_data import mix_uniform, walkthrough_records
+
+    config = resolve_config([RECIPE_FILE])
+    tokenizer = alfworld_tokenizer(config.data_dir or None)
+    init = tmp / "init"
+    cfg = model_config(tokenizer)
+    LanguageModel(cfg, init_params(cfg, jax.random.PRNGKey(config.seed)), tokenizer).save(init)
+    records = walkthrough_records("train", config.rollout, config.data_dir, config.sft.walkthrough_games, config.seed)
+    records = mix_uniform(records, config.sft.uniform_fraction, config.rollout.action_format, config.seed)
+    record = sft(config, init, records, tmp, progress=progress)
+    shutil.rmtree(init)
+    shutil.rmtree(tmp / "sft_run" / "checkpoints", ignore_errors=True)
+    warm = {"alias": ALIAS, "recipe": RECIPE_FILE.name, "architecture": ARCHITECTURE} | record
+    (tmp / "warm_start.json").write_text(json.dumps(warm, indent=2) + "\n")
+    return f"{ALIAS} {recipe_hash()}"
+
+
+def tiny_alfworld_dir(root: Path | None = None) -> Path:
+    return build_once((root or cache_dir()) / "models" / f"{ALIAS}-{recipe_hash()}", build)
+
+
+register_model(ALIAS, tiny_alfworld_dir)
