@@ -11,16 +11,17 @@ import numpy as np
 import optax
 import pytest
 
+from env_bridge.collate import collate_turns, pad_rows
 from ggtrain.config import BatchConfig, LossConfig, OptimizerConfig, TrainConfig
 from ggtrain.ggpo import ggpo_loss
-from ggtrain.minibatch import minibatches, pad_rows
+from ggtrain.metrics import MetricAccumulator
 from ggtrain.optim import make_optimizer
 from ggtrain.train_state import apply_policy_refreshes, create_train_state
 from ggtrain.train_step import make_gradient_fn, make_train_step, metric_means
 from graph import compute_advantages
 from models import load_pretrained
 from models.scoring import score_tokens_jit
-from tests.train_batches import synthetic_turn_batch
+from tests.train_batches import batch_turns, synthetic_turn_batch
 
 ROWS = 32
 ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid", "row_mask")
@@ -100,20 +101,32 @@ def test_padding_rows_change_nothing(tiny):
     assert metric_means(mp)["tokens"] == metric_means(m)["tokens"]
 
 
-def test_every_loss_token_is_trained_exactly_once_per_epoch(tiny):
+@pytest.mark.parametrize("loss", ["ppo_clip", "ggpo"])
+def test_every_loss_token_is_trained_exactly_once_per_epoch(tiny, loss):
+    """Through ``collate_turns``, as training batches turns (whole groups for GGPO): each epoch every
+    turn lands in one mini-batch and the summed ``tokens`` total is every response token, once."""
     big = synthetic_turn_batch(groups=4, seed=3)
-    big["advantages"] = compute_advantages("graphgpo", {k: big[k] for k in ROW_FIELDS})
-    total_tokens = int((big["loss_mask"] & big["row_mask"][:, None]).sum())
-    config = _config()
+    turns = batch_turns(big)
+    advantages = compute_advantages("graphgpo", {k: big[k] for k in ROW_FIELDS})
+    total_tokens = sum(len(t.response_ids) for t in turns)
+    assert total_tokens == int(big["loss_mask"].sum())
+    config = _config(loss)
     grads = jax.jit(make_gradient_fn(tiny.config, config))
     state = _state(tiny, config)
-    seen_rows, counted = [], 0.0
-    for mb in minibatches(big, ROWS, seed=0, epoch=0):
-        seen_rows.extend(mb["traj"][mb["row_mask"]] * 1000 + mb["turn"][mb["row_mask"]])
-        counted += metric_means(grads(state, {k: jnp.asarray(v) for k, v in mb.items()})[1])["tokens"]
-    assert counted == total_tokens
-    assert sorted(seen_rows) == sorted((big["traj"] * 1000 + big["turn"]).tolist())
-    assert len(seen_rows) == len(set(seen_rows))
+    for epoch in range(2):
+        seen, counted, batches = [], MetricAccumulator(), 0
+        for mb in collate_turns(
+            turns, ROWS // 2, seed=epoch, pad_id=0, extra={"advantages": advantages}, whole_groups=loss == "ggpo"
+        ):
+            mb.pop("positions")
+            mb.pop("policy_version")
+            seen.extend(zip(mb["traj"][mb["row_mask"]].tolist(), mb["turn"][mb["row_mask"]].tolist(), strict=True))
+            counted.add(grads(state, {k: jnp.asarray(v) for k, v in mb.items()})[1])
+            batches += 1
+        assert batches > 1
+        assert counted.means()["tokens"] == total_tokens
+        assert sorted(seen) == sorted((t.traj, t.turn) for t in turns)
+        assert len(seen) == len(set(seen))
 
 
 def test_ggpo_gradient_through_a_real_model_equals_chain_rule(tiny):
