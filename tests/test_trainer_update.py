@@ -14,6 +14,7 @@ import pytest
 from env_bridge.collate import collate_turns, pad_rows
 from ggtrain.config import BatchConfig, LossConfig, OptimizerConfig, TrainConfig
 from ggtrain.ggpo import ggpo_loss
+from ggtrain.losses import LOSSES, make_loss_fn, policy_logits_and_logp, register_loss, response_mask
 from ggtrain.metrics import MetricAccumulator
 from ggtrain.optim import make_optimizer
 from ggtrain.train_state import apply_policy_refreshes, create_train_state
@@ -67,6 +68,32 @@ def test_accumulated_gradient_equals_single_batch_gradient(tiny, loss):
     assert float(optax.tree.norm(g1)) > 0
     key = "loss" if loss == "ppo_clip" else "ggpo_loss"
     np.testing.assert_allclose(metric_means(m8)[key], metric_means(m1)[key], rtol=1e-5)
+
+
+def test_a_registered_loss_without_prepare_accumulates_with_the_normalizer_scalar(tiny):
+    """A plain ``loss_fn(params, micro_batch, scalars, rng)`` registers as is (no pre-pass) and divides by
+    the mini-batch-wide ``scalars["normalizer"]``: micro-batch gradients add up to the single-batch one."""
+
+    @register_loss("_test_nll")
+    def nll(model_config, cfg):
+        def loss_fn(params, batch, scalars, rng):
+            mask = response_mask(batch).astype(jnp.float32)
+            total = -jnp.sum(policy_logits_and_logp(model_config, params, batch, cfg.temperature)[1] * mask)
+            return total / scalars["normalizer"], {"nll": (total, jnp.sum(mask))}
+
+        return loss_fn
+
+    try:
+        assert make_loss_fn("_test_nll", tiny.config, LossConfig()).prepare is None
+        batch = {k: jnp.asarray(v) for k, v in _batch().items()}
+        state = _state(tiny, _config("_test_nll"))
+        g1, m1, _ = jax.jit(make_gradient_fn(tiny.config, _config("_test_nll", micro=ROWS)))(state, batch)
+        g4, m4, _ = jax.jit(make_gradient_fn(tiny.config, _config("_test_nll", micro=4)))(state, batch)
+    finally:
+        del LOSSES["_test_nll"]
+    assert _rel_diff(g4, g1) <= 1e-5
+    np.testing.assert_allclose(metric_means(m4)["nll"], metric_means(m1)["nll"], rtol=1e-5)
+    assert metric_means(m1)["nll"] > 0
 
 
 def test_beta_graph_zero_graphgpo_equals_grpo_through_one_optimizer_step(tiny):
