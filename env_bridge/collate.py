@@ -16,16 +16,15 @@ import grain
 import numpy as np
 
 from env_bridge.rollout import Turn
+from models.buckets import bucket
 
 LENGTH_BUCKETS = (64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
 ROW_INT_FIELDS = ("group", "traj", "turn", "state", "next_state", "policy_version")
 
 
 def length_bucket(n: int) -> int:
-    for b in LENGTH_BUCKETS:
-        if n <= b:
-            return b
-    raise ValueError(f"a turn of {n} tokens exceeds the largest length bucket {LENGTH_BUCKETS[-1]}")
+    """The padded token length of a turn batch whose longest turn has ``n`` tokens."""
+    return bucket(n, LENGTH_BUCKETS, "turn length")
 
 
 def turn_row(turn: Turn, length: int, pad_id: int, extra: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -55,8 +54,11 @@ def turn_row(turn: Turn, length: int, pad_id: int, extra: dict[str, Any]) -> dic
     return row | {k: np.asarray(v) for k, v in extra.items()}
 
 
-def _pad_batch(batch: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
+def pad_rows(batch: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
+    """Appends padding rows (zeros, ``row_mask`` False) up to ``rows``: static shapes, nothing trained."""
     have = len(batch["row_mask"])
+    if have > rows:
+        raise ValueError(f"batch has {have} rows, more than the {rows} to pad to")
     return {k: np.concatenate([v, np.zeros((rows - have, *v.shape[1:]), v.dtype)]) for k, v in batch.items()}
 
 
@@ -92,7 +94,7 @@ def collate_turns(
         .shuffle(seed=seed)
         .map(lambda i: turn_row(turns[i], length, pad_id, {k: v[i] for k, v in extra.items()}))
         .batch(rows_per_batch, drop_remainder=False)
-        .map(lambda b: _pad_batch(b, rows_per_batch))
+        .map(lambda b: pad_rows(b, rows_per_batch))
     )
     return iter(dataset.to_iter_dataset())
 
@@ -126,6 +128,6 @@ def _whole_group_batches(
     def build(batch: list[int]) -> dict[str, np.ndarray]:
         rows = [turn_row(turns[i], length, pad_id, {k: v[i] for k, v in extra.items()}) for i in batch]
         stacked = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
-        return _pad_batch(stacked, rows_per_batch)
+        return pad_rows(stacked, rows_per_batch)
 
     return iter(grain.MapDataset.source(batches).map(build).to_iter_dataset())

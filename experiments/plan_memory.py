@@ -28,54 +28,14 @@ sys.path.insert(0, str(ROOT))
 GIB = 1 << 30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
-# the published configs (config.json of each model on the Hugging Face hub)
-MODELS = {
-    "qwen2.5-1.5b": dict(
-        model_type="qwen2",
-        vocab_size=151936,
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_layers=28,
-        num_heads=12,
-        num_kv_heads=2,
-        head_dim=128,
-        rope_theta=1e6,
-        rms_norm_eps=1e-6,
-        max_position_embeddings=32768,
-        attention_bias=True,
-        tie_word_embeddings=True,
-    ),
-    "qwen2.5-7b": dict(
-        model_type="qwen2",
-        vocab_size=152064,
-        hidden_size=3584,
-        intermediate_size=18944,
-        num_layers=28,
-        num_heads=28,
-        num_kv_heads=4,
-        head_dim=128,
-        rope_theta=1e6,
-        rms_norm_eps=1e-6,
-        max_position_embeddings=32768,
-        attention_bias=True,
-        tie_word_embeddings=False,
-    ),
-    "smollm2-135m": dict(
-        model_type="llama",
-        vocab_size=49152,
-        hidden_size=576,
-        intermediate_size=1536,
-        num_layers=30,
-        num_heads=9,
-        num_kv_heads=3,
-        head_dim=64,
-        rope_theta=1e5,
-        rms_norm_eps=1e-5,
-        max_position_embeddings=8192,
-        attention_bias=False,
-        tie_word_embeddings=True,
-    ),
-}
+
+def model_presets() -> dict:
+    """``models.config.MODEL_PRESETS`` (the published configs), imported late: importing ``models``
+    imports jax, and ``main`` must set ``JAX_PLATFORMS`` / ``XLA_FLAGS`` before that."""
+    from models.config import MODEL_PRESETS
+
+    return MODEL_PRESETS
+
 
 # (name, memory per device in GiB, devices, devices per host) for the README's recommendations
 TARGETS = (
@@ -119,7 +79,7 @@ def param_count(cfg: dict) -> int:
 def estimate(plan: Plan) -> dict[str, float]:
     """Bytes per device (GiB) by part. Parameters and Adam moments are sharded over fsdp x tensor; rows over
     data x fsdp; activations follow the remat policy (per layer input kept, one layer recomputed)."""
-    cfg = MODELS[plan.model]
+    cfg = dataclasses.asdict(model_presets()[plan.model])
     n = param_count(cfg)
     shards = plan.fsdp * plan.tensor
     p_bytes = DTYPE_BYTES[plan.param_dtype]
@@ -164,12 +124,11 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
     from ggtrain.sharding import batch_sharding, logical_rules_context, make_mesh, param_shardings
     from ggtrain.train_state import TrainState, create_train_state, optimizer_state_shardings
     from ggtrain.train_step import jit_train_step, make_train_step
-    from models.config import ModelConfig
     from models.decoder import init_params
 
     if len(jax.devices()) < plan.devices:
         raise SystemExit(f"{plan.devices} devices needed; run with --xla_force_host_platform_device_count")
-    model = ModelConfig(**MODELS[plan.model], param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat)
+    model = model_presets()[plan.model].replace(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat)
     config = TrainConfig(
         model=ModelSpec(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat),
         batch=BatchConfig(mini_batch_rows=plan.micro_rows, micro_batch_rows=plan.micro_rows),
@@ -272,7 +231,7 @@ def _candidates(model: str, devices: int, sample_batch: int) -> list[Plan]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=sorted(MODELS), default="qwen2.5-1.5b")
+    parser.add_argument("--model", default="qwen2.5-1.5b", help="a key of models.config.MODEL_PRESETS")
     parser.add_argument("--mesh", default="1,8,1", help="data,fsdp,tensor")
     parser.add_argument("--micro-rows", type=int, default=16, help="global rows per micro-batch")
     parser.add_argument("--seq", type=int, default=2048)
@@ -290,12 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan(
         args.model, data, fsdp, tensor, args.micro_rows, args.seq, not args.no_remat, args.param_dtype, args.dtype
     )
-    result: dict = {"plan": dataclasses.asdict(plan), "estimate_gib": estimate(plan)}
     if not args.estimate_only:
         flag = f"--xla_force_host_platform_device_count={plan.devices}"
         if flag not in os.environ.get("XLA_FLAGS", ""):  # the device count must be set before jax starts
             os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
             os.environ["JAX_PLATFORMS"] = "cpu"
+    if args.model not in model_presets():
+        parser.error(f"--model {args.model!r}: expected one of {sorted(model_presets())}")
+    result: dict = {"plan": dataclasses.asdict(plan), "estimate_gib": estimate(plan)}
+    if not args.estimate_only:
         result["compiled_gib"] = compiled_memory(plan)
         est, got = result["estimate_gib"]["train_step_total"], result["compiled_gib"]["peak_estimate"]
         result["estimate_over_compiled"] = round(est / got, 3) if got else None

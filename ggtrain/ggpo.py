@@ -1,5 +1,7 @@
 """The GGPO objective (ALGORITHMS.md §10): a Gibbs-gap loss on sequence log-probs with a KL-adjusted
-reward, as plain functions of arrays.
+reward, as plain functions of arrays, and the train step's two halves of it: the gradient-free
+pre-pass over the whole mini-batch (:func:`ggpo_prepare`: detached coefficients ``c`` and ``T_tok``)
+and the per-micro-batch linear surrogate (:func:`ggpo_surrogate`), whose gradient equals the direct loss's.
 
 Responses are rows of ``[N, T]`` token arrays; with ``traj`` the rows of one trajectory sum into one
 response (a multi-turn episode is one GGPO response). Only groups whose rewards are mixed take part,
@@ -8,10 +10,18 @@ and they are dropped before ``T_tok`` is counted.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from ggtrain.config import LossConfig
+from ggtrain.policy import Batch, Extras, detached_logp, map_micro_batches, pair, policy_logits_and_logp, response_mask
+from ggtrain.train_state import TrainState
+from models.config import ModelConfig
+
+Metrics = dict[str, tuple[jax.Array, jax.Array]]
 
 
 class GGPOCoefficients(NamedTuple):
@@ -138,3 +148,84 @@ def ggpo_loss(
         c = jax.lax.stop_gradient(coef.c)
         loss = -jnp.sum(c * coef.s) / jnp.maximum(jax.lax.stop_gradient(coef.t_tok), 1.0)
     return loss, dict(coef._asdict())
+
+
+def trajectory_success(batch: Batch) -> jax.Array:
+    """Per row: 1.0 when the row's trajectory has a positive return (the GGPO reward)."""
+    rows = batch["traj"].shape[0]
+    reward = jnp.where(batch["row_mask"], batch["env_reward"], 0.0)
+    dense = dense_ids(batch["traj"], batch["row_mask"])
+    returns = jax.ops.segment_sum(reward, dense, rows)
+    return (returns[dense] > 0).astype(jnp.float32)
+
+
+def _row_sums(model_config: ModelConfig, cfg: LossConfig, state: TrainState, batch: Batch, micro_rows: int) -> Any:
+    """Per row: sequence log-probs under learner and reference, response tokens, clipped log-ratio sum."""
+
+    def rows_of(mb: Batch) -> tuple[jax.Array, ...]:
+        mask = response_mask(mb).astype(jnp.float32)
+        logp = detached_logp(model_config, state.params, mb, cfg.temperature)
+        ref = detached_logp(model_config, state.ref_params, mb, cfg.temperature)
+        clipped = jnp.zeros(mask.shape[:1])
+        if cfg.ggpo_clip_radius is not None:
+            r = cfg.ggpo_clip_radius
+            clipped = jnp.sum(jnp.clip(logp - ref, -r, r) * mask, axis=1)
+        return jnp.sum(logp * mask, 1), jnp.sum(ref * mask, 1), jnp.sum(mask, 1), clipped
+
+    return map_micro_batches(rows_of, batch, micro_rows)
+
+
+def ggpo_prepare(
+    model_config: ModelConfig, cfg: LossConfig
+) -> Callable[[TrainState, Batch, int], tuple[Extras, Metrics]]:
+    """The pre-pass: GGPO's coefficients need every response of a group and ``T_tok`` the whole
+    mini-batch, so they are computed once, before the micro-batch scan, without gradients."""
+
+    def prepare(state: TrainState, batch: Batch, micro_rows: int) -> tuple[Extras, Metrics]:
+        s_row, s_ref_row, tokens_row, clipped_row = _row_sums(model_config, cfg, state, batch, micro_rows)
+        coef = ggpo_coefficients(
+            s_row,
+            s_ref_row,
+            tokens_row,
+            clipped_row if cfg.ggpo_clip_radius is not None else None,
+            trajectory_success(batch),
+            batch["group"],
+            batch["traj"],
+            batch["row_mask"],
+            cfg.ggpo_beta,
+        )
+        c_row = jnp.where(batch["row_mask"], coef.c[coef.row_response], 0.0)
+        kept_row = batch["row_mask"] & coef.kept[coef.row_response]
+        kept_groups = jnp.sum(coef.group_kept.astype(jnp.float32))
+        one = jnp.ones(())
+        metrics = {
+            "ggpo_loss": pair(ggpo_direct_loss(coef, cfg.ggpo_beta), one),
+            "ggpo_J": pair(jnp.sum(coef.J), kept_groups),
+            "ggpo_kept_groups": pair(kept_groups, one),
+            "ggpo_t_tok": pair(coef.t_tok, one),
+            "ggpo_abs_log_ratio": pair(jnp.sum(jnp.where(coef.kept, jnp.abs(coef.s - coef.s_ref), 0.0)), coef.n_resp),
+        }
+        return Extras(rows={"ggpo_c": c_row, "ggpo_kept": kept_row}, scalars={"t_tok": coef.t_tok}), metrics
+
+    return prepare
+
+
+def ggpo_surrogate(
+    model_config: ModelConfig, cfg: LossConfig
+) -> Callable[[Any, Batch, dict[str, jax.Array], jax.Array], tuple[jax.Array, dict[str, Any]]]:
+    """The linear surrogate ``-sum_rows c_row * s_row / T_tok`` with ``c`` and ``T_tok`` from
+    :func:`ggpo_prepare`: its gradient equals the direct GGPO loss's (ALGORITHMS.md §10)."""
+
+    def loss_fn(
+        params: Any, batch: Batch, scalars: dict[str, jax.Array], rng: jax.Array
+    ) -> tuple[jax.Array, dict[str, Any]]:
+        del rng
+        mask = response_mask(batch).astype(jnp.float32)
+        _, logp = policy_logits_and_logp(model_config, params, batch, cfg.temperature)
+        s_row = jnp.sum(logp * mask, axis=1)
+        surrogate_sum = -jnp.sum(batch["ggpo_c"] * s_row)
+        kept_tokens = jnp.sum(jnp.where(batch["ggpo_kept"], jnp.sum(mask, axis=1), 0.0))
+        aux = {"surrogate_loss": pair(surrogate_sum, kept_tokens), "tokens": pair(jnp.sum(mask), 0.0)}
+        return surrogate_sum / jnp.maximum(scalars["t_tok"], 1.0), aux
+
+    return loss_fn

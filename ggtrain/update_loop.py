@@ -65,17 +65,20 @@ class Updater:
     def abstract_state(self) -> Any:
         return abstract_like(self.state)
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
-        """One optimizer step; returns metric means plus step time and trained tokens per second."""
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+        """One optimizer step; returns (sum, count) metric pairs (count 0 marks a total, e.g. ``tokens``),
+        so a caller adds several steps with ``MetricAccumulator.add`` and totals stay totals. Besides the
+        step's own metrics: ``step_time_s`` (mean per step), ``tokens_per_s`` (attended tokens over
+        seconds, so its mean is the ratio of the sums) and ``reference_refreshed`` (fraction of steps)."""
         start = time.perf_counter()
         with jax.set_mesh(self.mesh), logical_rules_context():
             self.state, metrics = self.step_fn(self.state, shard_batch(batch, self.mesh))
-        out = metric_means(metrics)  # blocks until the step is done
+        out = {k: (float(total), float(count)) for k, (total, count) in metrics.items()}  # waits for the step
         seconds = time.perf_counter() - start
         self.state, refreshed = apply_policy_refreshes(self.state, self.config.policies)
-        out["step_time_s"] = seconds
-        out["tokens_per_s"] = float(np.sum(batch["attention_mask"] & batch["row_mask"][:, None])) / seconds
-        out["reference_refreshed"] = float(refreshed["reference"])
+        out["step_time_s"] = (seconds, 1.0)
+        out["tokens_per_s"] = (float(np.sum(batch["attention_mask"] & batch["row_mask"][:, None])), seconds)
+        out["reference_refreshed"] = (float(refreshed["reference"]), 1.0)
         return out
 
 
@@ -101,7 +104,7 @@ def run_updates(
     writer = MetricsWriter(run_dir)
     try:
         while int(updater.state.step) < num_steps:
-            metrics = updater.update(next(data))
+            metrics = metric_means(updater.update(next(data)))
             step = int(updater.state.step)
             writer.write(step, metrics)
             record = {"data_iterator": data.get_state(), "config": config_to_dict(config), "step": step}

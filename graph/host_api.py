@@ -22,7 +22,8 @@ MIN_BUCKET = 16
 
 
 def row_bucket(num_rows: int) -> int:
-    """Padded row count: the next power of two, at least MIN_BUCKET."""
+    """Padded row count: the next power of two, at least MIN_BUCKET (unbounded, unlike the size tables
+    of ``models.buckets``, which ``graph`` may not import: it depends on jax only)."""
     return max(MIN_BUCKET, 1 << (max(num_rows, 1) - 1).bit_length())
 
 

@@ -117,6 +117,80 @@ class ModelConfig:
         return out
 
 
+def tiny_llama(
+    vocab_size: int,
+    hidden_size: int,
+    intermediate_size: int,
+    num_heads: int,
+    num_kv_heads: int,
+    max_position_embeddings: int,
+    bos_token_id: int | None = None,
+    eos_token_id: int | None = None,
+) -> ModelConfig:
+    """A two-layer tied Llama for tests and toy runs (head_dim = hidden / heads): the shape is the only
+    thing they vary, so it is written once."""
+    return ModelConfig(
+        model_type="llama",
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_layers=2,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=hidden_size // num_heads,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=max_position_embeddings,
+        attention_bias=False,
+        tie_word_embeddings=True,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+    )
+
+
+def _qwen25(
+    vocab_size: int, hidden_size: int, intermediate_size: int, heads: int, kv_heads: int, tied: bool
+) -> ModelConfig:
+    return ModelConfig(
+        model_type="qwen2",
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_layers=28,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=128,
+        rope_theta=1e6,
+        rms_norm_eps=1e-6,
+        max_position_embeddings=32768,
+        attention_bias=True,
+        tie_word_embeddings=tied,
+    )
+
+
+# The architectures of published checkpoints (their config.json), for memory plans and benchmarks that
+# need no weights; token ids and dtypes are left at the defaults (set them with ``.replace``).
+MODEL_PRESETS: dict[str, ModelConfig] = {
+    "qwen2.5-1.5b": _qwen25(151936, 1536, 8960, heads=12, kv_heads=2, tied=True),
+    "qwen2.5-7b": _qwen25(152064, 3584, 18944, heads=28, kv_heads=4, tied=False),
+    "smollm2-135m": ModelConfig(
+        model_type="llama",
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_layers=30,
+        num_heads=9,
+        num_kv_heads=3,
+        head_dim=64,
+        rope_theta=1e5,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=8192,
+        attention_bias=False,
+        tie_word_embeddings=True,
+    ),
+}
+
+
 def _rope_theta(hf: dict[str, Any]) -> float:
     if "rope_theta" in hf:
         return float(hf["rope_theta"])

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from models.buckets import bucket
 from models.config import ModelConfig
 from models.decoder import Decoder, init_cache
 from models.sampling import sample_tokens
@@ -22,13 +23,6 @@ from models.tokenizer import Tokenizer
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 LENGTH_BUCKETS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
-
-
-def bucket(n: int, buckets: tuple[int, ...], what: str) -> int:
-    for b in buckets:
-        if n <= b:
-            return b
-    raise ValueError(f"{what} {n} exceeds the largest bucket {buckets[-1]}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from ggtrain.config import BatchConfig, MeshConfig, OptimizerConfig, TrainConfig
+from ggtrain.metrics import MetricAccumulator
 from ggtrain.sharding import param_shardings
+from ggtrain.train_step import metric_means
 from ggtrain.update_loop import Updater
 from models import load_pretrained
 from tests.synthetic_data import SyntheticBatches
@@ -23,19 +25,38 @@ def reference_run(tiny_qwen2_dir):
         mesh=MeshConfig(data=1, fsdp=1, tensor=1),
     )
     single = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
-    metrics = single.update(batch)
+    pairs = single.update(batch)
     delta = jax.tree_util.tree_map(lambda a, b: np.asarray(a) - np.asarray(b), single.state.params, lm.params)
-    return lm, batch, config, metrics, delta
+    return lm, batch, config, metric_means(pairs), delta, single, pairs
+
+
+def test_update_pairs_add_up_over_steps(reference_run):
+    """``Updater.update`` returns (sum, count) pairs: over two steps ``tokens`` is the sum of both steps'
+    response tokens (not their mean) and ``tokens_per_s`` is all attended tokens over all step time."""
+    _, first, _, _, _, single, first_pairs = reference_run
+    second = next(SyntheticBatches(seed=6, rows=32))
+    pairs = [first_pairs, single.update(second)]
+    accumulator = MetricAccumulator()
+    for p in pairs:
+        accumulator.add(p)
+    means = accumulator.means()
+    batches = (first, second)
+    assert means["tokens"] == sum(int((b["loss_mask"] & b["row_mask"][:, None]).sum()) for b in batches)
+    attended = sum(int((b["attention_mask"] & b["row_mask"][:, None]).sum()) for b in batches)
+    seconds = sum(p["step_time_s"][0] for p in pairs)
+    np.testing.assert_allclose(means["tokens_per_s"], attended / seconds, rtol=1e-12)
+    np.testing.assert_allclose(means["step_time_s"], seconds / 2, rtol=1e-12)
+    assert means["reference_refreshed"] == 0.0 and {p["reference_refreshed"][1] for p in pairs} == {1.0}
 
 
 @pytest.mark.parametrize("shape", [(8, 1, 1), (2, 2, 2), (1, 4, 2)])
 def test_mesh_shapes_agree_with_one_device(reference_run, shape):
     if len(jax.devices()) < 8:
         pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=8 (set by conftest)")
-    lm, batch, config, metrics, delta = reference_run
+    lm, batch, config, metrics, delta, _, _ = reference_run
     config = TrainConfig(optimizer=config.optimizer, batch=config.batch, mesh=MeshConfig(*shape))
     updater = Updater.create(lm.config, lm.params, config)
-    got = updater.update(batch)
+    got = metric_means(updater.update(batch))
     np.testing.assert_allclose(got["loss"], metrics["loss"], rtol=1e-5)
     np.testing.assert_allclose(got["grad_norm"], metrics["grad_norm"], rtol=1e-5)
     got_delta = jax.tree_util.tree_map(lambda a, b: np.asarray(a) - np.asarray(b), updater.state.params, lm.params)

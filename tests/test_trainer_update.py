@@ -11,16 +11,18 @@ import numpy as np
 import optax
 import pytest
 
+from env_bridge.collate import collate_turns, pad_rows
 from ggtrain.config import BatchConfig, LossConfig, OptimizerConfig, TrainConfig
 from ggtrain.ggpo import ggpo_loss
-from ggtrain.minibatch import minibatches, pad_rows
+from ggtrain.losses import LOSSES, make_loss_fn, policy_logits_and_logp, register_loss, response_mask
+from ggtrain.metrics import MetricAccumulator
 from ggtrain.optim import make_optimizer
 from ggtrain.train_state import apply_policy_refreshes, create_train_state
 from ggtrain.train_step import make_gradient_fn, make_train_step, metric_means
 from graph import compute_advantages
 from models import load_pretrained
 from models.scoring import score_tokens_jit
-from tests.train_batches import synthetic_turn_batch
+from tests.train_batches import batch_turns, synthetic_turn_batch
 
 ROWS = 32
 ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid", "row_mask")
@@ -68,6 +70,32 @@ def test_accumulated_gradient_equals_single_batch_gradient(tiny, loss):
     np.testing.assert_allclose(metric_means(m8)[key], metric_means(m1)[key], rtol=1e-5)
 
 
+def test_a_registered_loss_without_prepare_accumulates_with_the_normalizer_scalar(tiny):
+    """A plain ``loss_fn(params, micro_batch, scalars, rng)`` registers as is (no pre-pass) and divides by
+    the mini-batch-wide ``scalars["normalizer"]``: micro-batch gradients add up to the single-batch one."""
+
+    @register_loss("_test_nll")
+    def nll(model_config, cfg):
+        def loss_fn(params, batch, scalars, rng):
+            mask = response_mask(batch).astype(jnp.float32)
+            total = -jnp.sum(policy_logits_and_logp(model_config, params, batch, cfg.temperature)[1] * mask)
+            return total / scalars["normalizer"], {"nll": (total, jnp.sum(mask))}
+
+        return loss_fn
+
+    try:
+        assert make_loss_fn("_test_nll", tiny.config, LossConfig()).prepare is None
+        batch = {k: jnp.asarray(v) for k, v in _batch().items()}
+        state = _state(tiny, _config("_test_nll"))
+        g1, m1, _ = jax.jit(make_gradient_fn(tiny.config, _config("_test_nll", micro=ROWS)))(state, batch)
+        g4, m4, _ = jax.jit(make_gradient_fn(tiny.config, _config("_test_nll", micro=4)))(state, batch)
+    finally:
+        del LOSSES["_test_nll"]
+    assert _rel_diff(g4, g1) <= 1e-5
+    np.testing.assert_allclose(metric_means(m4)["nll"], metric_means(m1)["nll"], rtol=1e-5)
+    assert metric_means(m1)["nll"] > 0
+
+
 def test_beta_graph_zero_graphgpo_equals_grpo_through_one_optimizer_step(tiny):
     graph = _batch("graphgpo", beta_graph=0.0, beta_episode=1.0)
     grpo = _batch("grpo")
@@ -100,20 +128,32 @@ def test_padding_rows_change_nothing(tiny):
     assert metric_means(mp)["tokens"] == metric_means(m)["tokens"]
 
 
-def test_every_loss_token_is_trained_exactly_once_per_epoch(tiny):
+@pytest.mark.parametrize("loss", ["ppo_clip", "ggpo"])
+def test_every_loss_token_is_trained_exactly_once_per_epoch(tiny, loss):
+    """Through ``collate_turns``, as training batches turns (whole groups for GGPO): each epoch every
+    turn lands in one mini-batch and the summed ``tokens`` total is every response token, once."""
     big = synthetic_turn_batch(groups=4, seed=3)
-    big["advantages"] = compute_advantages("graphgpo", {k: big[k] for k in ROW_FIELDS})
-    total_tokens = int((big["loss_mask"] & big["row_mask"][:, None]).sum())
-    config = _config()
+    turns = batch_turns(big)
+    advantages = compute_advantages("graphgpo", {k: big[k] for k in ROW_FIELDS})
+    total_tokens = sum(len(t.response_ids) for t in turns)
+    assert total_tokens == int(big["loss_mask"].sum())
+    config = _config(loss)
     grads = jax.jit(make_gradient_fn(tiny.config, config))
     state = _state(tiny, config)
-    seen_rows, counted = [], 0.0
-    for mb in minibatches(big, ROWS, seed=0, epoch=0):
-        seen_rows.extend(mb["traj"][mb["row_mask"]] * 1000 + mb["turn"][mb["row_mask"]])
-        counted += metric_means(grads(state, {k: jnp.asarray(v) for k, v in mb.items()})[1])["tokens"]
-    assert counted == total_tokens
-    assert sorted(seen_rows) == sorted((big["traj"] * 1000 + big["turn"]).tolist())
-    assert len(seen_rows) == len(set(seen_rows))
+    for epoch in range(2):
+        seen, counted, batches = [], MetricAccumulator(), 0
+        for mb in collate_turns(
+            turns, ROWS // 2, seed=epoch, pad_id=0, extra={"advantages": advantages}, whole_groups=loss == "ggpo"
+        ):
+            mb.pop("positions")
+            mb.pop("policy_version")
+            seen.extend(zip(mb["traj"][mb["row_mask"]].tolist(), mb["turn"][mb["row_mask"]].tolist(), strict=True))
+            counted.add(grads(state, {k: jnp.asarray(v) for k, v in mb.items()})[1])
+            batches += 1
+        assert batches > 1
+        assert counted.means()["tokens"] == total_tokens
+        assert sorted(seen) == sorted((t.traj, t.turn) for t in turns)
+        assert len(seen) == len(set(seen))
 
 
 def test_ggpo_gradient_through_a_real_model_equals_chain_rule(tiny):

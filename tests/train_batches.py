@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from env_bridge.collate import pad_rows
+from env_bridge.rollout import Turn
+
 
 def synthetic_turn_batch(
     groups: int = 2,
@@ -70,7 +73,31 @@ def synthetic_turn_batch(
     for k in ("group", "traj", "turn", "state", "next_state"):
         batch[k] = batch[k].astype(np.int32)
     if rows is not None:
-        from ggtrain.minibatch import pad_rows
-
         batch = pad_rows(batch, rows)
     return batch
+
+
+def batch_turns(batch: dict[str, np.ndarray]) -> list[Turn]:
+    """The real rows of a turn batch as the rollout's ``Turn`` records, for ``collate_turns``."""
+    turns = []
+    for r in np.flatnonzero(batch["row_mask"]):
+        response = np.flatnonzero(batch["loss_mask"][r])
+        start, end = int(response[0]), int(response[-1]) + 1
+        turns.append(
+            Turn(
+                group=int(batch["group"][r]),
+                traj=int(batch["traj"][r]),
+                turn=int(batch["turn"][r]),
+                prompt_ids=batch["tokens"][r, :start].tolist(),
+                response_ids=batch["tokens"][r, start:end].tolist(),
+                logprobs=batch["old_logp"][r, start:end],
+                env_reward=float(batch["env_reward"][r]),
+                valid=bool(batch["valid"][r]),
+                state=int(batch["state"][r]),
+                next_state=int(batch["next_state"][r]),
+                policy_version=0,
+                action="",
+                response_text="",
+            )
+        )
+    return turns
