@@ -63,7 +63,7 @@ def train(
     """Runs (or resumes) a training run; returns the last iteration's metrics. ``profile_iterations``
     (1-based) are traced with ``jax.profiler`` into ``RUN_DIR/profile`` (TensorBoard / Perfetto).
     ``host`` is the exchange :func:`ggtrain.distributed.initialize` returned (default: that one)."""
-    run = OpenedRun.open(config, Path(run_dir), resume, progress, host or joined())
+    run = OpenedRun.open(config, Path(run_dir), resume, progress, joined() if host is None else host)
     last: dict[str, Any] = {}
     try:
         for iteration in range(run.start, config.iterations):
