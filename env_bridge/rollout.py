@@ -21,9 +21,13 @@ from env_bridge.prompts import PromptBuilder, task_of
 from env_bridge.state_tracker import GOAL, AlfworldStateTracker, GroupStateInterner
 from env_bridge.worker_pool import EnvPool, Failure, Op
 
+RERUN_SEED_STRIDE = 7919  # a re-run group's environments reset with seed + stride * attempt: new games
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(kw_only=True)
 class Turn:
+    """One training row: the exact tokens the policy saw and produced, and where it moved in the state graph."""
+
     group: int
     traj: int
     turn: int
@@ -37,6 +41,18 @@ class Turn:
     policy_version: int
     action: str
     response_text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    """One kept trajectory's outcome, for success rates and evaluation records."""
+
+    group: int  # the global task-group id
+    traj: int  # the global trajectory id
+    game: str
+    won: bool
+    turns: int
+    invalid: int  # turns whose action was not admissible
 
 
 @dataclasses.dataclass
@@ -97,9 +113,54 @@ class ScriptedPolicy:
 
 
 @dataclasses.dataclass
+class Slot:
+    """One live environment of a task group: its trajectory's ids, what it has seen and the turns so far."""
+
+    index: int  # the pool slot, also the policy's ``SlotView.slot``
+    group: int  # the group's position in this run's game list (failures are keyed by it)
+    group_id: int  # the global task-group id
+    traj: int  # the global trajectory id: the same on any number of hosts
+    game: str
+    tracker: AlfworldStateTracker = dataclasses.field(default_factory=AlfworldStateTracker)
+    current: StepResult | None = None  # the last observation; None until reset
+    state: int = 0  # the interned canonical state of ``current``
+    task: str = ""
+    history: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (observation, action) pairs
+    turns: list[Turn] = dataclasses.field(default_factory=list)
+    live: bool = True
+
+    def now(self) -> StepResult:
+        assert self.current is not None, "a live slot has been reset"
+        return self.current
+
+    def view(self, turn: int) -> SlotView:
+        now = self.now()
+        return SlotView(self.index, self.game, now.observation, now.admissible, turn, self.traj)
+
+    def episode(self) -> Episode:
+        return Episode(
+            group=self.group_id,
+            traj=self.traj,
+            game=self.game,
+            won=any(x.env_reward > 0 for x in self.turns),
+            turns=len(self.turns),
+            invalid=sum(not x.valid for x in self.turns),
+        )
+
+
+def open_slots(games: list[str], group_ids: list[int], size: int) -> list[Slot]:
+    """``size`` slots per game, group-major; trajectory ids follow the global group id."""
+    return [
+        Slot(index=g * size + k, group=g, group_id=group_ids[g], traj=group_ids[g] * size + k, game=game)
+        for g, game in enumerate(games)
+        for k in range(size)
+    ]
+
+
+@dataclasses.dataclass
 class RolloutResult:
     turns: list[Turn]
-    episodes: list[dict[str, Any]]  # one per kept trajectory: group, traj, game, won, turns, invalid
+    episodes: list[Episode]  # one per kept trajectory
     dropped_groups: list[dict[str, Any]]  # group, game, reason
     rerun_groups: int
 
@@ -152,142 +213,113 @@ class RolloutDriver:
         group_ids: list[int] | None = None,
         on_turn: Callable[[int, int], object] | None = None,
     ) -> RolloutResult:
-        """``games[g]`` is task group g's game; each group gets ``group_size`` rollouts. ``on_turn(turn,
-        live environments)`` is called after every batched turn (progress display)."""
+        """``games[g]`` is task group g's game; each group gets ``group_size`` rollouts. Trajectory t resets
+        its environment with ``seed + t`` (plus ``RERUN_SEED_STRIDE`` per re-run). ``on_turn(turn, live
+        environments)`` is called after every batched turn (progress display)."""
         group_ids = list(range(len(games))) if group_ids is None else group_ids
         pending = list(range(len(games)))
-        kept_turns: list[Turn] = []
-        episodes: list[dict[str, Any]] = []
-        dropped: list[dict[str, Any]] = []
-        reruns = 0
+        result = RolloutResult([], [], [], 0)
         for attempt in range(self.retries + 1):
             if not pending:
                 break
-            turns, eps, failed = self._run_groups(
-                [games[g] for g in pending],
-                [group_ids[g] for g in pending],
-                group_size,
+            turns, episodes, failed = self._run_groups(
+                open_slots([games[g] for g in pending], [group_ids[g] for g in pending], group_size),
                 policy,
-                seed + 7919 * attempt,
+                seed + RERUN_SEED_STRIDE * attempt,
                 policy_version,
                 on_turn,
             )
-            kept_turns += turns
-            episodes += eps
+            result.turns += turns
+            result.episodes += episodes
             next_pending = []
             for local, reason in failed.items():
                 g = pending[local]
                 if attempt < self.retries:
                     next_pending.append(g)
-                    reruns += 1
+                    result.rerun_groups += 1
                 else:
-                    dropped.append({"group": group_ids[g], "game": games[g], "reason": reason})
+                    result.dropped_groups.append({"group": group_ids[g], "game": games[g], "reason": reason})
             pending = next_pending
-        return RolloutResult(kept_turns, episodes, dropped, reruns)
+        return result
 
     def _run_groups(
         self,
-        games: list[str],
-        group_ids: list[int],
-        size: int,
+        slots: list[Slot],
         policy: Policy,
         seed: int,
         version: int,
         on_turn: Callable[[int, int], object] | None,
-    ) -> tuple[list[Turn], list[dict[str, Any]], dict[int, str]]:
-        slots = len(games) * size
-        group_of = [s // size for s in range(slots)]
+    ) -> tuple[list[Turn], list[Episode], dict[int, str]]:
+        """Plays the slots' groups to the end; returns the kept groups' turns and episodes and, per failed
+        group (its position in this call), the first failure's reason."""
         failed: dict[int, str] = {}
-        traj_of = [group_ids[group_of[s]] * size + s % size for s in range(slots)]
-        results = self.pool.run([Op(s, "reset", games[group_of[s]], seed + traj_of[s]) for s in range(slots)])
-        trackers = [AlfworldStateTracker() for _ in range(slots)]
         interner = GroupStateInterner()
-        current: list[StepResult | None] = [None] * slots
-        state = [0] * slots
-        task = [""] * slots
-        history: list[list[tuple[str, str]]] = [[] for _ in range(slots)]
-        turns: list[list[Turn]] = [[] for _ in range(slots)]
-        live = [True] * slots
-        for s, r in enumerate(results):
-            if isinstance(r, Failure):
-                failed.setdefault(group_of[s], r.reason)
-                live[s] = False
-                continue
-            current[s] = r
-            task[s] = task_of(r.observation)
-            state[s] = interner.intern(group_of[s], trackers[s].key(r.observation, r.admissible))
+        self._reset(slots, seed, interner, failed)
         for t in range(self.max_turns):
-            active = [s for s in range(slots) if live[s] and group_of[s] not in failed]
+            active = [s for s in slots if s.live and s.group not in failed]
             if not active:
                 break
-            views, prompts = [], []
-            for s in active:
-                now = current[s]
-                assert now is not None
-                prompts.append(
-                    self.fit_prompt(
-                        task[s], history[s], now.observation, now.admissible, trackers[s].key("", []).strip()
-                    )
-                )
-                views.append(SlotView(s, games[group_of[s]], now.observation, now.admissible, t, traj_of[s]))
-            responses = policy.act(prompts, views, t)
-            parsed = [
-                parse_response(
-                    self.action_format,
-                    resp.text,
-                    current[s].admissible,  # type: ignore[union-attr]
-                    self.strict_actions,
-                )
-                for s, resp in zip(active, responses, strict=True)
-            ]
-            stepped = self.pool.run([Op(s, "step", action=p.action) for s, p in zip(active, parsed, strict=True)])
-            for s, prompt, resp, p, r in zip(active, prompts, responses, parsed, stepped, strict=True):
-                if isinstance(r, Failure):
-                    failed.setdefault(group_of[s], r.reason)
-                    live[s] = False
-                    continue
-                trackers[s].update(p.action, r.observation)
-                nxt = GOAL if r.won else interner.intern(group_of[s], trackers[s].key(r.observation, r.admissible))
-                turns[s].append(
-                    Turn(
-                        group_ids[group_of[s]],
-                        -1,
-                        t,
-                        prompt,
-                        list(resp.ids),
-                        np.asarray(resp.logprobs, np.float32),
-                        float(r.reward),
-                        p.valid,
-                        state[s],
-                        nxt,
-                        version,
-                        p.action,
-                        resp.text,
-                    )
-                )
-                history[s].append((current[s].observation, p.action))  # type: ignore[union-attr]
-                current[s], state[s] = r, nxt
-                if r.won or r.done:
-                    live[s] = False
+            self._play_turn(active, t, policy, version, interner, failed)
             if on_turn is not None:
                 on_turn(t, len(active))
-        out: list[Turn] = []
-        episodes = []
-        for s in range(slots):
-            if group_of[s] in failed:
+        kept = [s for s in slots if s.group not in failed]
+        return [t for s in kept for t in s.turns], [s.episode() for s in kept], failed
+
+    def _reset(self, slots: list[Slot], seed: int, interner: GroupStateInterner, failed: dict[int, str]) -> None:
+        results = self.pool.run([Op(s.index, "reset", s.game, seed + s.traj) for s in slots])
+        for s, r in zip(slots, results, strict=True):
+            if isinstance(r, Failure):
+                failed.setdefault(s.group, r.reason)
+                s.live = False
                 continue
-            traj = traj_of[s]
-            for turn in turns[s]:
-                turn.traj = traj
-            out += turns[s]
-            episodes.append(
-                {
-                    "group": group_ids[group_of[s]],
-                    "traj": traj,
-                    "game": games[group_of[s]],
-                    "won": any(x.env_reward > 0 for x in turns[s]),
-                    "turns": len(turns[s]),
-                    "invalid": sum(not x.valid for x in turns[s]),
-                }
+            s.current, s.task = r, task_of(r.observation)
+            s.state = interner.intern(s.group, s.tracker.key(r.observation, r.admissible))
+
+    def _play_turn(
+        self,
+        active: list[Slot],
+        t: int,
+        policy: Policy,
+        version: int,
+        interner: GroupStateInterner,
+        failed: dict[int, str],
+    ) -> None:
+        """One batched policy call over the live slots, then one step of each of their environments."""
+        prompts = [
+            self.fit_prompt(s.task, s.history, s.now().observation, s.now().admissible, s.tracker.key("", []).strip())
+            for s in active
+        ]
+        responses = policy.act(prompts, [s.view(t) for s in active], t)
+        parsed = [
+            parse_response(self.action_format, resp.text, s.now().admissible, self.strict_actions)
+            for s, resp in zip(active, responses, strict=True)
+        ]
+        stepped = self.pool.run([Op(s.index, "step", action=p.action) for s, p in zip(active, parsed, strict=True)])
+        for s, prompt, resp, p, r in zip(active, prompts, responses, parsed, stepped, strict=True):
+            if isinstance(r, Failure):
+                failed.setdefault(s.group, r.reason)
+                s.live = False
+                continue
+            s.tracker.update(p.action, r.observation)
+            nxt = GOAL if r.won else interner.intern(s.group, s.tracker.key(r.observation, r.admissible))
+            s.turns.append(
+                Turn(
+                    group=s.group_id,
+                    traj=s.traj,
+                    turn=t,
+                    prompt_ids=prompt,
+                    response_ids=list(resp.ids),
+                    logprobs=np.asarray(resp.logprobs, np.float32),
+                    env_reward=float(r.reward),
+                    valid=p.valid,
+                    state=s.state,
+                    next_state=nxt,
+                    policy_version=version,
+                    action=p.action,
+                    response_text=resp.text,
+                )
             )
-        return out, episodes, failed
+            s.history.append((s.now().observation, p.action))
+            s.current, s.state = r, nxt
+            if r.won or r.done:
+                s.live = False

@@ -1,33 +1,34 @@
-"""Multi-host runs: joining the processes, exchanging host-side data, and noticing a dead or hung peer.
+"""Multi-host runs: which processes form the job (:class:`DistributedSpec`) and joining them.
 
 Every host runs the same program. :func:`initialize` joins them through ``jax.distributed`` (explicit
-coordinator / count / id, or JAX's own detection on TPU pods and SLURM). Host-side values (rollout turns,
-evaluation outcomes) travel through the coordination service's key-value store with :func:`exchange`,
-which waits for each peer at most ``peer_timeout_s`` and raises :class:`PeerTimeout` naming the
-processes that did not arrive, so a dead or hung host stops the run with a message instead of a hang.
+coordinator / count / id, or JAX's own detection on TPU pods and SLURM) and returns the job's
+:class:`~ggtrain.host_exchange.HostExchange`, which moves host-side values (rollout turns, evaluation
+outcomes) between the processes and names a dead or hung peer (:class:`PeerTimeout`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import pickle
 import sys
-import time
 from typing import Any
 
 import jax
 
-CHUNK_BYTES = 1 << 20  # values go through the key-value store in pieces below gRPC's message limit
+from ggtrain.host_exchange import CHUNK_BYTES, DEFAULT_PEER_TIMEOUT_S, HostExchange, PeerTimeout
 
-
-class PeerTimeout(RuntimeError):
-    """A peer process did not reach an exchange point in time (dead, hung, or far behind)."""
-
-    def __init__(self, tag: str, missing: list[int], timeout_s: float):
-        self.tag, self.missing, self.timeout_s = tag, missing, timeout_s
-        names = ", ".join(f"process {p}" for p in missing)
-        super().__init__(f"{names} did not reach {tag!r} within {timeout_s:g} s (dead or hung); stopping")
+__all__ = [
+    "CHUNK_BYTES",
+    "DistributedSpec",
+    "HostExchange",
+    "PeerTimeout",
+    "barrier",
+    "detected_cluster",
+    "exchange",
+    "fail_fast",
+    "initialize",
+    "joined",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +36,7 @@ class DistributedSpec:
     coordinator: str = ""  # HOST:PORT of process 0; "" = single process or auto-detected cluster
     num_processes: int = 1
     process_id: int = 0
-    peer_timeout_s: float = 600.0
+    peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
 
     @classmethod
     def from_env(cls, **overrides: Any) -> DistributedSpec:
@@ -68,8 +69,7 @@ class DistributedSpec:
         return spec
 
 
-_PEER_TIMEOUT_S = 600.0
-_EXCHANGES: dict[str, int] = {}
+_JOINED: list[HostExchange] = []  # what initialize() returned, for callers that do not pass it on (yet)
 
 
 def detected_cluster() -> str:
@@ -85,82 +85,46 @@ def detected_cluster() -> str:
     return ""
 
 
-def initialize(spec: DistributedSpec) -> None:
-    """Joins the processes (no-op for one process outside a detected cluster). On CPU, collectives use
-    gloo. The runtime's heartbeat timeout follows ``peer_timeout_s`` so a peer that dies inside a device
-    collective is also reported, by the runtime, within that time."""
-    global _PEER_TIMEOUT_S
-    _PEER_TIMEOUT_S = spec.peer_timeout_s
+def initialize(spec: DistributedSpec) -> HostExchange:
+    """Joins the processes (no-op for one process outside a detected cluster) and returns the job's host
+    exchange. On CPU, collectives use gloo. The runtime's heartbeat timeout follows ``peer_timeout_s`` so
+    a peer that dies inside a device collective is also reported, by the runtime, within that time."""
     cluster = detected_cluster()
     if spec.num_processes == 1 and not cluster:
-        return
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    heartbeat = max(int(spec.peer_timeout_s), 10)
-    if spec.coordinator:
-        jax.distributed.initialize(
-            spec.coordinator,
-            spec.num_processes,
-            spec.process_id,
-            initialization_timeout=max(int(spec.peer_timeout_s), 30),
-            heartbeat_timeout_seconds=heartbeat,
-        )
+        host = HostExchange(timeout_s=spec.peer_timeout_s)
     else:
-        jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat)
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        heartbeat = max(int(spec.peer_timeout_s), 10)
+        if spec.coordinator:
+            jax.distributed.initialize(
+                spec.coordinator,
+                spec.num_processes,
+                spec.process_id,
+                initialization_timeout=max(int(spec.peer_timeout_s), 30),
+                heartbeat_timeout_seconds=heartbeat,
+            )
+        else:
+            jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat)
+        host = HostExchange.from_runtime(spec.peer_timeout_s)
+    _JOINED[:] = [host]
+    return host
 
 
-def _client() -> Any:
-    from jax._src import distributed
-
-    client = distributed.global_state.client
-    if client is None:
-        raise RuntimeError("jax.distributed is not initialized")
-    return client
+def joined() -> HostExchange:
+    """The exchange :func:`initialize` returned, else one for the job as ``jax`` sees it (a process that
+    never called :func:`initialize`). For callers that are not handed the exchange explicitly."""
+    if not _JOINED:
+        _JOINED.append(HostExchange.from_runtime())
+    return _JOINED[0]
 
 
 def exchange(tag: str, value: Any, timeout_s: float | None = None) -> list[Any]:
-    """Every process's ``value``, indexed by process id (an all-gather of picklable host values).
-    Raises :class:`PeerTimeout` naming the processes that did not contribute within the timeout."""
-    count = jax.process_count()
-    if count == 1:
-        return [value]
-    timeout_s = _PEER_TIMEOUT_S if timeout_s is None else timeout_s
-    client, me = _client(), jax.process_index()
-    round_ = _EXCHANGES.get(tag, 0)
-    _EXCHANGES[tag] = round_ + 1
-    prefix = f"ggtrain/{tag}/{round_}"
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    pieces = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
-    for i, piece in enumerate(pieces):
-        client.key_value_set_bytes(f"{prefix}/{me}/{i}", piece)
-    client.key_value_set(f"{prefix}/{me}/count", str(len(pieces)))
-    out: list[Any] = [None] * count
-    missing = []
-    deadline = time.monotonic() + timeout_s  # one deadline for all peers, not one timeout each
-
-    def left_ms() -> int:
-        return max(int((deadline - time.monotonic()) * 1000), 1)
-
-    for p in range(count):
-        if p == me:
-            out[p] = value
-            continue
-        try:
-            n = int(client.blocking_key_value_get(f"{prefix}/{p}/count", left_ms()))
-            # the count is written last: every piece is there already
-            blob = b"".join(client.blocking_key_value_get_bytes(f"{prefix}/{p}/{i}", left_ms()) for i in range(n))
-        except Exception:  # the runtime's timeout / unavailable errors carry no stable type
-            missing.append(p)
-            continue
-        out[p] = pickle.loads(blob)
-    if missing:
-        raise PeerTimeout(f"{tag} #{round_}", missing, timeout_s)
-    if round_ > 0:  # every peer has read the previous round: it reached this one
-        client.key_value_delete(f"ggtrain/{tag}/{round_ - 1}/{me}/")
-    return out
+    """``joined().exchange(...)``: kept for callers written before the exchange was an object."""
+    return joined().exchange(tag, value, timeout_s)
 
 
 def barrier(tag: str, timeout_s: float | None = None) -> None:
-    exchange(tag, None, timeout_s)
+    joined().barrier(tag, timeout_s)
 
 
 def fail_fast(error: BaseException) -> None:
@@ -168,22 +132,3 @@ def fail_fast(error: BaseException) -> None:
     the peer that is gone."""
     print(f"\nggtrain: process {jax.process_index()}: {error}", file=sys.stderr, flush=True)
     os._exit(1)
-
-
-def inject_fault(iteration: int) -> None:
-    """Failure injection for the multi-host tests only: ``GGTRAIN_FAULT_INJECT=hang@P:I`` makes process P
-    hang, ``exit@P:I`` makes it die, at the start of iteration I (1-based)."""
-    spec = os.environ.get("GGTRAIN_FAULT_INJECT", "")
-    if not spec:
-        return
-    kind, _, where = spec.partition("@")
-    process, _, at = where.partition(":")
-    if int(process) != jax.process_index() or int(at) != iteration:
-        return
-    print(f"ggtrain: process {process}: injected fault {kind!r} at iteration {at}", file=sys.stderr, flush=True)
-    if kind == "exit":
-        os._exit(7)
-    if kind == "hang":
-        while True:
-            time.sleep(3600)
-    raise ValueError(f"GGTRAIN_FAULT_INJECT={spec!r}: expected hang@P:I or exit@P:I")

@@ -8,13 +8,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import jax
-
 from env_bridge.games import discover_games
-from env_bridge.rollout import SamplerPolicy
+from env_bridge.rollout import Episode, SamplerPolicy
 from env_bridge.worker_pool import EnvPool
 from ggtrain.config import TrainConfig
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
+from ggtrain.seeds import evaluation_key
 from models.sampler import Sampler
 
 
@@ -65,23 +64,24 @@ def evaluate(
     sampling = make_sampling_params(rollout, ev.temperature if temperature is None else temperature)
     records: list[dict[str, Any]] = []
     for seed in seeds:
-        policy = SamplerPolicy(sampler, params, sampling, jax.random.PRNGKey(10_000 + seed))
+        policy = SamplerPolicy(sampler, params, sampling, evaluation_key(seed))
         result = driver.run([g.game for g in games], 1, policy, seed=seed, group_ids=game_ids, on_turn=on_turn)
-        by_group = {e["group"]: e for e in result.episodes}
-        for i, g in zip(game_ids, games, strict=True):
-            e = by_group.get(i)
-            records.append(
-                {
-                    "game_id": g.game_id,
-                    "task_type": g.task_type,
-                    "seed": seed,
-                    "won": bool(e and e["won"]),
-                    "turns": e["turns"] if e else 0,
-                    "invalid_actions": e["invalid"] if e else 0,
-                    "completed": e is not None,
-                }
-            )
+        by_group = {e.group: e for e in result.episodes}
+        records += [outcome_record(g, seed, by_group.get(i)) for i, g in zip(game_ids, games, strict=True)]
     return summarize_outcomes(records), records
+
+
+def outcome_record(game: EvalGame, seed: int, episode: Episode | None) -> dict[str, Any]:
+    """One line of an outcomes file; a game whose group was dropped counts as lost, ``completed`` False."""
+    return {
+        "game_id": game.game_id,
+        "task_type": game.task_type,
+        "seed": seed,
+        "won": bool(episode and episode.won),
+        "turns": episode.turns if episode else 0,
+        "invalid_actions": episode.invalid if episode else 0,
+        "completed": episode is not None,
+    }
 
 
 def summarize_outcomes(records: list[dict[str, Any]]) -> dict[str, Any]:

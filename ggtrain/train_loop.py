@@ -1,14 +1,19 @@
 """``ggtrain train``: rollout (behavior policy) -> advantages (graph/) -> update -> evaluation ->
-checkpoint, one iteration at a time; resumable; SIGTERM / Ctrl-C checkpoint and exit cleanly."""
+checkpoint, one iteration at a time; resumable; SIGTERM / Ctrl-C checkpoint and exit cleanly.
+
+On several hosts (``ggtrain.distributed``) every host runs this same loop: each plays its share of the
+task groups (whole groups), the shares are exchanged so every host holds the global batch and computes
+the same advantages, each contributes its rows to the global arrays, checkpoints are written
+collectively, and process 0 alone writes logs, metrics and the manifest.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +21,18 @@ import jax
 import numpy as np
 
 from env_bridge.collate import collate_turns
-from env_bridge.games import discover_games
-from env_bridge.rollout import SamplerPolicy
-from env_bridge.worker_pool import EnvPool
-from ggtrain.checkpoint import CheckpointStore
-from ggtrain.config import TrainConfig, config_to_dict, write_resolved_config
-from ggtrain.distributed import PeerTimeout, exchange, fail_fast, inject_fault
-from ggtrain.evaluate import eval_games, evaluate, summarize_outcomes, write_outcomes
-from ggtrain.manifest import Manifest, game_list_hash, model_hashes
-from ggtrain.metrics import MetricAccumulator, MetricsWriter
-from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
+from env_bridge.rollout import Episode, SamplerPolicy, Turn
+from ggtrain.config import TrainConfig, config_to_dict
+from ggtrain.distributed import fail_fast, joined
+from ggtrain.evaluate import evaluate, summarize_outcomes, write_outcomes
+from ggtrain.host_exchange import HostExchange, PeerTimeout
+from ggtrain.metrics import MetricAccumulator
+from ggtrain.run import OpenedRun, StopFlag, training_games
+from ggtrain.seeds import EVALUATION_SEEDS
 from ggtrain.sharding import host_local_copy
-from ggtrain.tiny_ring import resolve_model as resolve_model_path
-from ggtrain.update_loop import Updater
 from graph import compute_advantages_with_diagnostics
-from models import load_pretrained
-from models.sampler import Sampler
+
+__all__ = ["Interrupted", "OpenedRun", "RolloutShare", "StopFlag", "train", "training_games"]
 
 ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid")
 
@@ -41,26 +42,14 @@ class Interrupted(Exception):
 
 
 @dataclasses.dataclass
-class StopFlag:
-    requested: str = ""
+class RolloutShare:
+    """What one host played in an iteration (whole task groups), and whether it was asked to stop."""
 
-    def __call__(self, signum: int, _frame: Any) -> None:
-        self.requested = signal.Signals(signum).name
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def training_games(config: TrainConfig) -> list[str]:
-    if config.rollout.env == "builtin":
-        return list(config.rollout.builtin_games)
-    games = discover_games(config.rollout.split, config.data_dir or None, config.rollout.task_types or None)
-    return [str(g.path) for g in games]
-
-
-def _scalar_diagnostics(diagnostics: dict[str, Any]) -> dict[str, float]:
-    return {f"graph/{k}": float(v) for k, v in diagnostics.items() if np.ndim(v) == 0}
+    turns: list[Turn]
+    episodes: list[Episode]
+    dropped: list[dict[str, Any]]  # group, game, reason
+    reruns: int
+    stop_requested: str = ""  # the signal's name, "" when none arrived
 
 
 def train(
@@ -69,222 +58,244 @@ def train(
     resume: bool = False,
     progress: bool = True,
     profile_iterations: frozenset[int] = frozenset(),
+    host: HostExchange | None = None,
 ) -> dict[str, Any]:
-    """Runs (or resumes) a training run; ``profile_iterations`` (1-based) are traced with
-    ``jax.profiler`` into ``RUN_DIR/profile`` (TensorBoard / Perfetto).
-
-    On several hosts (``ggtrain.distributed``) every host runs this same function: each plays its share
-    of the task groups (whole groups), the turns are exchanged so every host holds the global batch and
-    computes the same advantages, each contributes its rows to the global arrays, checkpoints are written
-    collectively, and process 0 alone writes logs, metrics and the manifest."""
-    run_dir = Path(run_dir)
-    processes, me = jax.process_count(), jax.process_index()
-    main = me == 0
-    if (run_dir / "checkpoints").exists() and not resume:
-        raise ValueError(f"run directory {run_dir} already has checkpoints; pass --resume to continue it")
-    if config.rollout.groups_per_iteration < processes:
-        raise ValueError(
-            f"RolloutConfig.groups_per_iteration = {config.rollout.groups_per_iteration} is fewer than the"
-            f" {processes} processes: every host plays at least one whole task group"
-        )
-    group_rows = config.rollout.group_size * config.rollout.max_turns
-    if config.loss.name == "ggpo" and config.batch.mini_batch_rows < group_rows:
-        raise ValueError(
-            f"BatchConfig.mini_batch_rows = {config.batch.mini_batch_rows} is below a task group's"
-            f" {group_rows} possible turns (group_size x max_turns): GGPO batches every group whole"
-        )
-    # everything that can fail on a bad configuration happens before anything is written
-    model_dir = resolve_model_path(config.model.path)
-    games = training_games(config)
-    evaluation = eval_games(config, config.eval.split, config.eval.games)
-    seeds = {"training": config.seed, "environment": config.seed, "rollout": config.seed, "evaluation": 0}
-    manifest = Manifest.open(run_dir, config_to_dict(config), seeds)
-    if main:
-        write_resolved_config(config, run_dir)
-    manifest.set("model_files", {"path": str(model_dir), "sha256": model_hashes(model_dir)})
-    manifest.set(
-        "game_lists",
-        {
-            config.rollout.split if config.rollout.env == "alfworld" else "builtin": game_list_hash(games),
-            f"eval:{config.eval.split}": game_list_hash([g.game for g in evaluation]),
-        },
-    )
-    log = _log if main else (lambda message: None)
-    lm = load_pretrained(model_dir, config.model.param_dtype, config.model.dtype)
-    updater = Updater.create(lm.config.replace(remat=config.model.remat), lm.params, config)
-    tokenizer, model_config = lm.tokenizer, lm.config
-    del lm  # the updater holds its own (sharded) copies; the loaded parameters are not needed again
-    store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
-    start = 0
-    restored = store.restore_latest(updater.abstract_state()) if resume else None
-    if restored is not None:
-        _, updater.state, record = restored
-        start = int(record["iteration"])
-        log(f"ggtrain: resumed {run_dir} at iteration {start}")
-    for failure in store.failures:
-        manifest.event("checkpoint_unreadable", message=failure)
-    writer = MetricsWriter(run_dir)
-    stop = StopFlag()
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    rollout = config.rollout
-    pool = EnvPool(rollout.env, rollout.workers, step_timeout_s=rollout.step_timeout_s)
-    sampler = Sampler(model_config, tokenizer)
-    driver = make_rollout_driver(rollout, pool, tokenizer, rollout.max_turns)
-    sampling = make_sampling_params(rollout, rollout.temperature)
-    show = progress and main
+    """Runs (or resumes) a training run; returns the last iteration's metrics. ``profile_iterations``
+    (1-based) are traced with ``jax.profiler`` into ``RUN_DIR/profile`` (TensorBoard / Perfetto).
+    ``host`` is the exchange :func:`ggtrain.distributed.initialize` returned (default: that one)."""
+    run = OpenedRun.open(config, Path(run_dir), resume, progress, joined() if host is None else host)
     last: dict[str, Any] = {}
     try:
-        for iteration in range(start, config.iterations):
-            inject_fault(iteration + 1)
-            started = time.perf_counter()
-            profiling = iteration + 1 in profile_iterations
-            if profiling:
-                jax.profiler.start_trace(str(run_dir / "profile"))
-            rng = np.random.default_rng([config.seed, iteration])
-            chosen = [
-                games[i]
-                for i in rng.choice(
-                    len(games), rollout.groups_per_iteration, replace=len(games) < rollout.groups_per_iteration
-                )
-            ]
-            mine = list(range(me, len(chosen), processes))  # this host's whole task groups
-            policy = SamplerPolicy(
-                sampler,
-                host_local_copy(updater.state.behavior_params),
-                sampling,
-                jax.random.fold_in(jax.random.PRNGKey(config.seed), iteration),
-            )
-            t0 = time.perf_counter()
-            with _bar(show, rollout.max_turns, f"iter {iteration + 1} rollout", "turn") as bar:
-                result = driver.run(
-                    [chosen[i] for i in mine],
-                    rollout.group_size,
-                    policy,
-                    seed=config.seed * 100_003 + iteration,
-                    policy_version=int(updater.state.step),
-                    group_ids=mine,
-                    on_turn=lambda t, live: (bar.update(1), bar.set_postfix(live_envs=live)),
-                )
-            rollout_s = time.perf_counter() - t0
-            shares = exchange(
-                "rollout",
-                (result.turns, result.episodes, result.dropped_groups, result.rerun_groups, stop.requested),
-            )
-            turns = sorted((t for share in shares for t in share[0]), key=lambda t: (t.traj, t.turn))
-            episodes = sorted((e for share in shares for e in share[1]), key=lambda e: e["traj"])
-            dropped = [d for share in shares for d in share[2]]
-            reruns = sum(share[3] for share in shares)
-            for group in dropped:
-                manifest.event("group_dropped", iteration=iteration, **group)
-            requested = next((share[4] for share in shares if share[4]), "")
-            if requested:
-                raise Interrupted(requested)
-            if not turns:
-                raise RuntimeError(f"iteration {iteration}: every task group failed ({dropped})")
-            rows = {k: np.asarray([getattr(t, k) for t in turns]) for k in ROW_FIELDS}
-            t0 = time.perf_counter()
-            advantages, diagnostics = compute_advantages_with_diagnostics(
-                config.estimator, rows, **dataclasses.asdict(config.advantage)
-            )
-            advantage_ms = (time.perf_counter() - t0) * 1e3
-            update = MetricAccumulator()
-            t0 = time.perf_counter()
-            steps = -(-len(turns) // config.batch.mini_batch_rows) * config.batch.epochs  # about, for the bar
-            with _bar(show, steps, f"iter {iteration + 1} update", "step") as bar:
-                for epoch in range(config.batch.epochs):
-                    batches = collate_turns(  # the global batch, the same on every host
-                        turns,
-                        config.batch.mini_batch_rows,
-                        seed=config.seed * 7919 + iteration + 104_729 * epoch,
-                        pad_id=tokenizer.pad_token_id,
-                        extra={"advantages": advantages},
-                        whole_groups=config.loss.name == "ggpo",  # GGPO compares whole trajectories
-                    )
-                    for batch in batches:
-                        batch.pop("positions")
-                        batch.pop("policy_version")
-                        step_metrics = updater.update(batch)
-                        update.add({k: (v, 1.0) for k, v in step_metrics.items()})
-                        bar.update(1)
-            update_s = time.perf_counter() - t0
-            turn_count = sum(e["turns"] for e in episodes)
-            metrics = (
-                {
-                    "success_rate": sum(e["won"] for e in episodes) / max(len(episodes), 1),
-                    "mean_turns": turn_count / max(len(episodes), 1),
-                    "invalid_action_rate": sum(e["invalid"] for e in episodes) / max(turn_count, 1),
-                    "advantage_ms": advantage_ms,
-                    "rollout_s": rollout_s,
-                    "update_s": update_s,
-                    "groups_dropped": float(len(dropped)),
-                    "groups_rerun": float(reruns),
-                }
-                | update.means()
-                | _scalar_diagnostics(diagnostics)
-            )
-            if (config.eval.every and (iteration + 1) % config.eval.every == 0) or iteration + 1 == config.iterations:
-                params = host_local_copy(updater.state.params)
-                mine_eval = list(range(me, len(evaluation), processes))
-                with _bar(show, config.eval.max_turns, "eval", "turn") as bar:
-                    _, records = evaluate(
-                        config,
-                        model_config,
-                        params,
-                        tokenizer,
-                        [evaluation[i] for i in mine_eval],
-                        [0],
-                        pool,
-                        on_turn=lambda t, live: (bar.update(1), bar.set_postfix(live_envs=live)),
-                        game_ids=mine_eval,
-                    )
-                placed = [
-                    (i, r) for share in exchange("eval", list(zip(mine_eval, records, strict=True))) for i, r in share
-                ]
-                records = [r for _, r in sorted(placed, key=lambda x: x[0])]  # evaluation order
-                summary = summarize_outcomes(records)
-                if main:
-                    write_outcomes(records, run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
-                writer.write(iteration + 1, {"success_rate": summary["success_rate"]}, prefix="eval/")
-                metrics["eval_success_rate"] = summary["success_rate"]
-            if profiling:
-                jax.profiler.stop_trace()
-                manifest.event("profiled", iteration=iteration + 1, trace=str(run_dir / "profile"))
-            metrics["iteration_s"] = time.perf_counter() - started
-            writer.write(iteration + 1, metrics)
-            store.save(
-                iteration + 1,
-                updater.state,
-                {"iteration": iteration + 1, "config": config_to_dict(config)},
-                {"eval/success_rate": metrics["eval_success_rate"]} if "eval_success_rate" in metrics else {},
-            )
-            last = metrics
-            log(
-                f"iter {iteration + 1}/{config.iterations} success {metrics['success_rate']:.3f} "
-                f"turns {metrics['mean_turns']:.1f} invalid {metrics['invalid_action_rate']:.2f} "
-                f"loss {metrics.get('loss', metrics.get('ggpo_loss', float('nan'))):.4f} "
-                f"kl {metrics.get('kl', 0.0):.4f} tok/s {metrics.get('tokens_per_s', 0.0):.0f} "
-                f"adv {advantage_ms:.2f} ms"
-                + (f" eval {metrics['eval_success_rate']:.3f}" if "eval_success_rate" in metrics else "")
-            )
-            requested = next((r for r in exchange("stop", stop.requested) if r), "")
-            if requested:
-                raise Interrupted(requested)
+        for iteration in range(run.start, config.iterations):
+            last = run_iteration(run, iteration, profiling=iteration + 1 in profile_iterations)
+            stop_if_requested(run)
     except (Interrupted, KeyboardInterrupt) as reason:
-        manifest.event("interrupted", signal=str(reason) or "SIGINT", iteration=int(updater.state.step))
-        log(f"ggtrain: {reason or 'interrupt'}: the last completed iteration is checkpointed; resume with --resume")
+        run.manifest.event("interrupted", signal=str(reason) or "SIGINT", iteration=int(run.updater.state.step))
+        run.log(f"ggtrain: {reason or 'interrupt'}: the last completed iteration is checkpointed; resume with --resume")
     except PeerTimeout as error:
         # the peer cannot join the collective shutdown, checkpoint wait or pool close: stop now
-        manifest.event("peer_timeout", message=str(error), missing=error.missing)
-        pool.close()
+        run.manifest.event("peer_timeout", message=str(error), missing=error.missing)
+        run.pool.close()
         fail_fast(error)
     finally:
-        store.close()
-        writer.close()
-        pool.close()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        run.close()
+    run.end()
     return last
+
+
+def run_iteration(run: OpenedRun, iteration: int, profiling: bool) -> dict[str, float]:
+    """One iteration (0-based), its phases in order; returns the metrics it logged."""
+    if run.fault is not None:
+        run.fault.strike(iteration + 1, run.host.process_index)
+    started = time.perf_counter()
+    if profiling:
+        jax.profiler.start_trace(str(run.run_dir / "profile"))
+    share, rollout_s = play_iteration(run, iteration)
+    rollout = gather_rollout(run, iteration, share)
+    advantages, diagnostics, advantage_ms = advantages_of(run.config, rollout.turns)
+    update, update_s = update_policy(run, iteration, rollout.turns, advantages)
+    metrics = (
+        episode_metrics(rollout.episodes)
+        | {"advantage_ms": advantage_ms, "rollout_s": rollout_s, "update_s": update_s}
+        | {"groups_dropped": float(len(rollout.dropped)), "groups_rerun": float(rollout.reruns)}
+        | update
+        | scalar_diagnostics(diagnostics)
+    )
+    if evaluation_due(run.config, iteration):
+        metrics["eval_success_rate"] = evaluate_policy(run, iteration)
+    if profiling:
+        jax.profiler.stop_trace()
+        run.manifest.event("profiled", iteration=iteration + 1, trace=str(run.run_dir / "profile"))
+    metrics["iteration_s"] = time.perf_counter() - started
+    run.writer.write(iteration + 1, metrics)
+    save_checkpoint(run, iteration, metrics)
+    run.log(progress_line(run.config, iteration, metrics))
+    return metrics
+
+
+def host_share(count: int, host: HostExchange) -> list[int]:
+    """This host's items of ``count`` (task groups, evaluation games): every ``process_count``-th one."""
+    return list(range(host.process_index, count, host.process_count))
+
+
+def choose_games(games: list[str], count: int, rng: np.random.Generator) -> list[str]:
+    """The iteration's task groups' games (with repeats only when there are fewer games than groups)."""
+    return [games[i] for i in rng.choice(len(games), count, replace=len(games) < count)]
+
+
+def play_iteration(run: OpenedRun, iteration: int) -> tuple[RolloutShare, float]:
+    """This host's whole task groups played by the behavior policy; returns its share and the seconds."""
+    rollout = run.config.rollout
+    chosen = choose_games(run.games, rollout.groups_per_iteration, run.seeds.group_choice(iteration))
+    mine = host_share(len(chosen), run.host)
+    behavior = host_local_copy(run.updater.state.behavior_params)
+    policy = SamplerPolicy(run.sampler, behavior, run.sampling, run.seeds.rollout_key(iteration))
+    t0 = time.perf_counter()
+    with _bar(run.show_progress, rollout.max_turns, f"iter {iteration + 1} rollout", "turn") as bar:
+        result = run.driver.run(
+            [chosen[i] for i in mine],
+            rollout.group_size,
+            policy,
+            seed=run.seeds.environment(iteration),
+            policy_version=int(run.updater.state.step),
+            group_ids=mine,
+            on_turn=_ticker(bar),
+        )
+    seconds = time.perf_counter() - t0
+    share = RolloutShare(result.turns, result.episodes, result.dropped_groups, result.rerun_groups, run.stop.requested)
+    return share, seconds
+
+
+def merge_shares(shares: list[RolloutShare]) -> RolloutShare:
+    """Every host's share as one, in trajectory order whichever host played what."""
+    return RolloutShare(
+        turns=sorted((t for s in shares for t in s.turns), key=lambda t: (t.traj, t.turn)),
+        episodes=sorted((e for s in shares for e in s.episodes), key=lambda e: e.traj),
+        dropped=[d for s in shares for d in s.dropped],
+        reruns=sum(s.reruns for s in shares),
+        stop_requested=next((s.stop_requested for s in shares if s.stop_requested), ""),
+    )
+
+
+def gather_rollout(run: OpenedRun, iteration: int, share: RolloutShare) -> RolloutShare:
+    """The global rollout on every host; stops on any host's stop request or when every group failed."""
+    rollout = merge_shares(run.host.exchange("rollout", share))
+    for group in rollout.dropped:
+        run.manifest.event("group_dropped", iteration=iteration, **group)
+    if rollout.stop_requested:
+        raise Interrupted(rollout.stop_requested)
+    if not rollout.turns:
+        raise RuntimeError(f"iteration {iteration}: every task group failed ({rollout.dropped})")
+    return rollout
+
+
+def advantages_of(config: TrainConfig, turns: list[Turn]) -> tuple[np.ndarray, dict[str, Any], float]:
+    """The estimator's per-turn advantages, its graph diagnostics, and the milliseconds it took."""
+    rows = {k: np.asarray([getattr(t, k) for t in turns]) for k in ROW_FIELDS}
+    t0 = time.perf_counter()
+    advantages, diagnostics = compute_advantages_with_diagnostics(
+        config.estimator, rows, **dataclasses.asdict(config.advantage)
+    )
+    return advantages, diagnostics, (time.perf_counter() - t0) * 1e3
+
+
+def as_pairs(step_metrics: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """(sum, count) pairs for ``MetricAccumulator``. Until Updater returns pairs: a plain float is one
+    step's mean, counted once."""
+    return {k: v if isinstance(v, tuple) else (v, 1.0) for k, v in step_metrics.items()}
+
+
+def epoch_batches(
+    run: OpenedRun, turns: list[Turn], advantages: np.ndarray, iteration: int, epoch: int
+) -> Iterator[dict[str, np.ndarray]]:
+    """One epoch's mini-batches of the global batch, shuffled the same on every host."""
+    config = run.config
+    for batch in collate_turns(
+        turns,
+        config.batch.mini_batch_rows,
+        seed=run.seeds.collate(iteration, epoch),
+        pad_id=run.tokenizer.pad_token_id,
+        extra={"advantages": advantages},
+        whole_groups=config.loss.name == "ggpo",  # GGPO compares whole trajectories
+    ):
+        batch.pop("positions")
+        batch.pop("policy_version")
+        yield batch
+
+
+def update_policy(
+    run: OpenedRun, iteration: int, turns: list[Turn], advantages: np.ndarray
+) -> tuple[dict[str, float], float]:
+    """``BatchConfig.epochs`` passes of optimizer steps; returns the update metrics and the seconds."""
+    config = run.config
+    update = MetricAccumulator()
+    t0 = time.perf_counter()
+    steps = -(-len(turns) // config.batch.mini_batch_rows) * config.batch.epochs  # about, for the bar
+    with _bar(run.show_progress, steps, f"iter {iteration + 1} update", "step") as bar:
+        for epoch in range(config.batch.epochs):
+            for batch in epoch_batches(run, turns, advantages, iteration, epoch):
+                update.add(as_pairs(run.updater.update(batch)))
+                bar.update(1)
+    return update.means(), time.perf_counter() - t0
+
+
+def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """Success rate and mean turns per trajectory; invalid actions per turn."""
+    turn_count = sum(e.turns for e in episodes)
+    return {
+        "success_rate": sum(e.won for e in episodes) / max(len(episodes), 1),
+        "mean_turns": turn_count / max(len(episodes), 1),
+        "invalid_action_rate": sum(e.invalid for e in episodes) / max(turn_count, 1),
+    }
+
+
+def scalar_diagnostics(diagnostics: dict[str, Any]) -> dict[str, float]:
+    return {f"graph/{k}": float(v) for k, v in diagnostics.items() if np.ndim(v) == 0}
+
+
+def evaluation_due(config: TrainConfig, iteration: int) -> bool:
+    """Every ``EvalConfig.every`` iterations (0: never) and after the last one."""
+    done = iteration + 1
+    return bool(config.eval.every and done % config.eval.every == 0) or done == config.iterations
+
+
+def evaluate_policy(run: OpenedRun, iteration: int) -> float:
+    """Each host plays its share of the evaluation games with the learner's parameters; process 0 writes
+    every outcome, in evaluation order. Returns the success rate (the same on every host)."""
+    params = host_local_copy(run.updater.state.params)
+    mine = host_share(len(run.evaluation), run.host)
+    with _bar(run.show_progress, run.config.eval.max_turns, "eval", "turn") as bar:
+        _, records = evaluate(
+            run.config,
+            run.model_config,
+            params,
+            run.tokenizer,
+            [run.evaluation[i] for i in mine],
+            list(EVALUATION_SEEDS),
+            run.pool,
+            on_turn=_ticker(bar),
+            game_ids=mine,
+        )
+    # one record per game: zip below relies on EVALUATION_SEEDS holding one seed
+    placed = [(i, r) for share in run.host.exchange("eval", list(zip(mine, records, strict=True))) for i, r in share]
+    records = [r for _, r in sorted(placed, key=lambda x: x[0])]  # evaluation order
+    summary = summarize_outcomes(records)
+    if run.main:
+        write_outcomes(records, run.run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
+    run.writer.write(iteration + 1, {"success_rate": summary["success_rate"]}, prefix="eval/")
+    return float(summary["success_rate"])
+
+
+def save_checkpoint(run: OpenedRun, iteration: int, metrics: dict[str, float]) -> None:
+    """The state after iteration ``iteration`` (0-based), ranked by evaluation success when there is one."""
+    best = {"eval/success_rate": metrics["eval_success_rate"]} if "eval_success_rate" in metrics else {}
+    run.store.save(
+        iteration + 1, run.updater.state, {"iteration": iteration + 1, "config": config_to_dict(run.config)}, best
+    )
+
+
+def progress_line(config: TrainConfig, iteration: int, metrics: dict[str, float]) -> str:
+    """The one log line per iteration (all a log file gets: the progress bars need a terminal)."""
+    return (
+        f"iter {iteration + 1}/{config.iterations} success {metrics['success_rate']:.3f} "
+        f"turns {metrics['mean_turns']:.1f} invalid {metrics['invalid_action_rate']:.2f} "
+        f"loss {metrics.get('loss', metrics.get('ggpo_loss', float('nan'))):.4f} "
+        f"kl {metrics.get('kl', 0.0):.4f} tok/s {metrics.get('tokens_per_s', 0.0):.0f} "
+        f"adv {metrics['advantage_ms']:.2f} ms"
+        + (f" eval {metrics['eval_success_rate']:.3f}" if "eval_success_rate" in metrics else "")
+    )
+
+
+def stop_if_requested(run: OpenedRun) -> None:
+    """Stops every host together when any of them got a stop signal during the iteration."""
+    requested = next((r for r in run.host.exchange("stop", run.stop.requested) if r), "")
+    if requested:
+        raise Interrupted(requested)
+
+
+def _ticker(bar: Any) -> Callable[[int, int], object]:
+    """``RolloutDriver.run``'s ``on_turn``: one tick per batched turn, the live environments shown."""
+    return lambda t, live: (bar.update(1), bar.set_postfix(live_envs=live))
 
 
 @contextlib.contextmanager

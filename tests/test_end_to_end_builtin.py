@@ -89,6 +89,9 @@ def test_train_sigterm_resume_eval(tmp_path):
     for key in ("packages", "jax", "git", "model_files", "game_lists", "config", "seeds", "command", "started"):
         assert manifest[key], key
     assert manifest["ended"]
+    # the seeds the run used, by name, with their rules (ggtrain.seeds)
+    assert manifest["seeds"]["base"] == 0 and "100003" in manifest["seeds"]["environment"]
+    assert manifest["seeds"]["evaluation"]["seeds"] == [0]
 
     evaluated = _run(
         [

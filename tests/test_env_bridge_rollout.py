@@ -88,6 +88,13 @@ def test_misgrouping_two_groups_with_identical_text(pool, qwen_tokenizer):
         assert not batch["loss_mask"][~batch["row_mask"]].any()
     assert sorted(seen) == sorted(by_key) and len(seen) == len(turns)
     assert [k for k in seen] != sorted(seen)  # shuffled
+    # one episode per trajectory, its outcome read off that trajectory's turns
+    assert sorted(e.traj for e in result.episodes) == sorted(lengths)
+    for e in result.episodes:
+        mine = [t for t in result.turns if t.traj == e.traj]
+        assert (e.group, e.game) == (e.traj // 8, GAME) and e.group == mine[0].group
+        assert e.turns == len(mine) and e.invalid == sum(not t.valid for t in mine)
+        assert e.won == any(t.env_reward > 0 for t in mine)
 
 
 def test_collation_is_deterministic_and_checkpointable(pool, qwen_tokenizer):
@@ -138,7 +145,7 @@ def test_without_retries_the_failed_group_is_dropped_whole(qwen_tokenizer):
     assert all("worker 0 died" in d["reason"] for d in result.dropped_groups)
     assert {t.group for t in result.turns} == {2}
     assert {t.traj for t in result.turns} == {4, 5}
-    assert [e["group"] for e in result.episodes] == [2, 2]
+    assert [(e.group, e.traj) for e in result.episodes] == [(2, 4), (2, 5)]
 
 
 @pytest.mark.slow
@@ -173,7 +180,21 @@ def test_sampled_rollout_rows_carry_the_sampler_logprobs(smollm):
 
 
 def _turn(group: int, traj: int, turn: int) -> Turn:
-    return Turn(group, traj, turn, [1, 2, 3], [4], np.zeros(1, np.float32), 0.0, True, 0, 1, 0, "look", "1")
+    return Turn(
+        group=group,
+        traj=traj,
+        turn=turn,
+        prompt_ids=[1, 2, 3],
+        response_ids=[4],
+        logprobs=np.zeros(1, np.float32),
+        env_reward=0.0,
+        valid=True,
+        state=0,
+        next_state=1,
+        policy_version=0,
+        action="look",
+        response_text="1",
+    )
 
 
 def test_whole_group_batches_keep_each_group_in_one_mini_batch():

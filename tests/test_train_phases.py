@@ -1,0 +1,122 @@
+"""The training loop's pieces on their own: seeds by name, the rollout share merge, metric pairs, the
+evaluation schedule, fault injection parsing and a one-process host exchange (no model, no environment)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from env_bridge.rollout import Episode, Turn
+from ggtrain.config import EvalConfig, TrainConfig
+from ggtrain.fault_injection import Fault, fault_from_env
+from ggtrain.host_exchange import HostExchange
+from ggtrain.metrics import MetricAccumulator
+from ggtrain.seeds import RunSeeds, evaluation_key
+from ggtrain.train_loop import (
+    RolloutShare,
+    as_pairs,
+    choose_games,
+    episode_metrics,
+    evaluation_due,
+    host_share,
+    merge_shares,
+    progress_line,
+)
+
+
+def test_seeds_keep_the_values_runs_have_always_used():
+    seeds = RunSeeds(5)
+    for iteration in (0, 1, 17):
+        assert seeds.environment(iteration) == 5 * 100_003 + iteration
+        for epoch in (0, 1, 2):
+            assert seeds.collate(iteration, epoch) == 5 * 7919 + iteration + 104_729 * epoch
+        np.testing.assert_array_equal(
+            jax.random.key_data(seeds.rollout_key(iteration)),
+            jax.random.key_data(jax.random.fold_in(jax.random.PRNGKey(5), iteration)),
+        )
+        a, b = seeds.group_choice(iteration), np.random.default_rng([5, iteration])
+        assert a.choice(10, 4).tolist() == b.choice(10, 4).tolist()
+    np.testing.assert_array_equal(
+        jax.random.key_data(evaluation_key(1)), jax.random.key_data(jax.random.PRNGKey(10_001))
+    )
+    recorded = seeds.manifest()
+    assert recorded["base"] == 5 and "5 * 100003" in recorded["environment"] and recorded["evaluation"]["seeds"] == [0]
+    assert set(recorded) == {"base", "training", "group_choice", "environment", "rollout", "collate", "evaluation"}
+
+
+def _turn(traj: int, turn: int) -> Turn:
+    return Turn(
+        group=traj // 2,
+        traj=traj,
+        turn=turn,
+        prompt_ids=[1],
+        response_ids=[2],
+        logprobs=np.zeros(1, np.float32),
+        env_reward=0.0,
+        valid=True,
+        state=0,
+        next_state=1,
+        policy_version=0,
+        action="look",
+        response_text="look",
+    )
+
+
+def _episode(traj: int, won: bool, turns: int, invalid: int) -> Episode:
+    return Episode(group=traj // 2, traj=traj, game="g", won=won, turns=turns, invalid=invalid)
+
+
+def test_shares_merge_in_trajectory_order_whichever_host_played_them():
+    host1 = RolloutShare(
+        [_turn(3, 0), _turn(2, 1), _turn(2, 0)], [_episode(3, True, 1, 0), _episode(2, False, 2, 1)], [], 1
+    )
+    host0 = RolloutShare(
+        [_turn(1, 0), _turn(0, 0)], [_episode(1, False, 1, 0), _episode(0, True, 1, 1)], [{"group": 4}], 0
+    )
+    merged = merge_shares([host0, RolloutShare([], [], [], 0, "SIGTERM"), host1])
+    assert [(t.traj, t.turn) for t in merged.turns] == [(0, 0), (1, 0), (2, 0), (2, 1), (3, 0)]
+    assert [e.traj for e in merged.episodes] == [0, 1, 2, 3]
+    assert (merged.dropped, merged.reruns, merged.stop_requested) == ([{"group": 4}], 1, "SIGTERM")
+    assert episode_metrics(merged.episodes) == {"success_rate": 0.5, "mean_turns": 1.25, "invalid_action_rate": 0.4}
+    assert episode_metrics([]) == {"success_rate": 0.0, "mean_turns": 0.0, "invalid_action_rate": 0.0}
+
+
+def test_update_metrics_accumulate_means_now_and_pairs_later():
+    acc = MetricAccumulator()
+    acc.add(as_pairs({"loss": 1.0, "tokens": (10.0, 0.0)}))
+    acc.add(as_pairs({"loss": 3.0, "tokens": (6.0, 0.0)}))
+    assert acc.means() == {"loss": 2.0, "tokens": 16.0}
+
+
+def test_host_share_choose_games_and_the_evaluation_schedule():
+    assert host_share(5, HostExchange(1, 2)) == [1, 3] and host_share(5, HostExchange()) == [0, 1, 2, 3, 4]
+    assert choose_games(["a", "b"], 3, np.random.default_rng(0)) != []  # fewer games than groups: repeats
+    assert sorted(choose_games(list("abcd"), 4, np.random.default_rng(0))) == list("abcd")
+    config = TrainConfig(iterations=5, eval=EvalConfig(every=2))
+    assert [i for i in range(5) if evaluation_due(config, i)] == [1, 3, 4]
+    never = TrainConfig(iterations=3, eval=EvalConfig(every=0))
+    assert [i for i in range(3) if evaluation_due(never, i)] == [2]
+
+
+def test_progress_line_names_the_iteration_and_its_numbers():
+    metrics = {"success_rate": 0.5, "mean_turns": 3.0, "invalid_action_rate": 0.1, "advantage_ms": 1.5, "loss": 0.25}
+    line = progress_line(TrainConfig(iterations=4), 1, metrics)
+    assert line.startswith("iter 2/4 success 0.500 turns 3.0 invalid 0.10 loss 0.2500") and "eval" not in line
+    assert progress_line(TrainConfig(iterations=4), 1, metrics | {"eval_success_rate": 1.0}).endswith("eval 1.000")
+
+
+def test_fault_injection_is_off_unless_asked_and_checked_up_front():
+    assert fault_from_env({}) is None
+    assert fault_from_env({"GGTRAIN_FAULT_INJECT": "exit@1:2"}) == Fault("exit", 1, 2)
+    for bad in ("boom@1:2", "hang@x:2", "hang"):
+        with pytest.raises(ValueError, match="expected hang@P:I or exit@P:I"):
+            fault_from_env({"GGTRAIN_FAULT_INJECT": bad})
+    Fault("exit", 1, 2).strike(2, process_index=0)  # another process: nothing happens
+    Fault("exit", 1, 2).strike(1, process_index=1)  # another iteration: nothing happens
+
+
+def test_one_process_exchanges_with_itself_only():
+    host = HostExchange(timeout_s=5)
+    assert host.exchange("x", {"a": 1}) == [{"a": 1}] and host.rounds == {}
+    host.barrier("y")
