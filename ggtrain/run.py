@@ -26,9 +26,9 @@ from ggtrain.fault_injection import Fault, fault_from_env
 from ggtrain.host_exchange import HostExchange
 from ggtrain.manifest import Manifest, game_list_hash, model_hashes
 from ggtrain.metrics import MetricsWriter
+from ggtrain.policies import resolve_model
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
 from ggtrain.seeds import RunSeeds
-from ggtrain.tiny_ring import resolve_model as resolve_model_path
 from ggtrain.update_loop import Updater
 from models import load_pretrained
 from models.sampler import Sampler, SamplingParams
@@ -125,7 +125,7 @@ class OpenedRun:
         check_config(config, host.process_count)
         fault = fault_from_env()
         # everything that can fail on a bad configuration happens before anything is written
-        model_dir = resolve_model_path(config.model.path)
+        model_dir = resolve_model(config.model.path)
         games = training_games(config)
         evaluation = eval_games(config, config.eval.split, config.eval.games)
         seeds = RunSeeds(config.seed)

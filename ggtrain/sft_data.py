@@ -116,7 +116,7 @@ def encode_records(records: list[dict[str, Any]], driver: RolloutDriver, eos_id:
     for i, r in enumerate(records):
         if "admissible" in r:
             history = [tuple(h) for h in r["history"]]
-            prompt = driver.fit_prompt(r["task"], history, r["observation"], r["admissible"], "")  # type: ignore[arg-type]
+            prompt = driver.fit_prompt(r["task"], history, r["observation"], r["admissible"], "")
         else:
             rendered = tokenizer.apply_chat_template(r["messages"], add_generation_prompt=True)
             prompt = list(tokenizer.encode(str(rendered), add_special_tokens=False))[-driver.max_prompt_tokens :]

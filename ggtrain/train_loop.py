@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -179,12 +179,6 @@ def advantages_of(config: TrainConfig, turns: list[Turn]) -> tuple[np.ndarray, d
     return advantages, diagnostics, (time.perf_counter() - t0) * 1e3
 
 
-def as_pairs(step_metrics: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """(sum, count) pairs for ``MetricAccumulator``. Until Updater returns pairs: a plain float is one
-    step's mean, counted once."""
-    return {k: v if isinstance(v, tuple) else (v, 1.0) for k, v in step_metrics.items()}
-
-
 def epoch_batches(
     run: OpenedRun, turns: list[Turn], advantages: np.ndarray, iteration: int, epoch: int
 ) -> Iterator[dict[str, np.ndarray]]:
@@ -214,7 +208,7 @@ def update_policy(
     with _bar(run.show_progress, steps, f"iter {iteration + 1} update", "step") as bar:
         for epoch in range(config.batch.epochs):
             for batch in epoch_batches(run, turns, advantages, iteration, epoch):
-                update.add(as_pairs(run.updater.update(batch)))
+                update.add(run.updater.update(batch))
                 bar.update(1)
     return update.means(), time.perf_counter() - t0
 

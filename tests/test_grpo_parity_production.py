@@ -24,8 +24,8 @@ from env_bridge.prompts import prompt_builder
 from env_bridge.rollout import RolloutDriver, ScriptedPolicy
 from env_bridge.worker_pool import EnvPool
 from ggtrain.config import BatchConfig, LossConfig, MeshConfig, OptimizerConfig, TrainConfig
+from ggtrain.policies.tiny_ring import ring_corpus
 from ggtrain.ppo import clipped_policy_gradient
-from ggtrain.tiny_ring import ring_corpus
 from ggtrain.update_loop import Updater
 from graph import compute_advantages
 from models.config import ModelConfig

@@ -21,7 +21,7 @@ def test_presets_have_the_published_parameter_counts(name, params):
 
 
 def test_tiny_llama_is_the_tiny_ring_model():
-    from ggtrain.tiny_ring import _model_config
+    from ggtrain.policies.tiny_ring import _model_config
 
     assert tiny_llama(300, 64, 128, 4, 2, 2048, bos_token_id=5, eos_token_id=5) == _model_config(300, 5)
     tiny = tiny_llama(49152, 32, 64, 2, 1, 4096, bos_token_id=1, eos_token_id=2)

@@ -38,7 +38,7 @@ BINDINGS = [
 
 @pytest.fixture(scope="module", autouse=True)
 def _tiny_ring() -> None:
-    from ggtrain.tiny_ring import tiny_ring_dir
+    from ggtrain.policies.tiny_ring import tiny_ring_dir
 
     tiny_ring_dir()  # built once into the cache, outside the launched processes
 

@@ -11,11 +11,9 @@ from env_bridge.rollout import Episode, Turn
 from ggtrain.config import EvalConfig, TrainConfig
 from ggtrain.fault_injection import Fault, fault_from_env
 from ggtrain.host_exchange import HostExchange
-from ggtrain.metrics import MetricAccumulator
 from ggtrain.seeds import RunSeeds, evaluation_key
 from ggtrain.train_loop import (
     RolloutShare,
-    as_pairs,
     choose_games,
     episode_metrics,
     evaluation_due,
@@ -80,13 +78,6 @@ def test_shares_merge_in_trajectory_order_whichever_host_played_them():
     assert (merged.dropped, merged.reruns, merged.stop_requested) == ([{"group": 4}], 1, "SIGTERM")
     assert episode_metrics(merged.episodes) == {"success_rate": 0.5, "mean_turns": 1.25, "invalid_action_rate": 0.4}
     assert episode_metrics([]) == {"success_rate": 0.0, "mean_turns": 0.0, "invalid_action_rate": 0.0}
-
-
-def test_update_metrics_accumulate_means_now_and_pairs_later():
-    acc = MetricAccumulator()
-    acc.add(as_pairs({"loss": 1.0, "tokens": (10.0, 0.0)}))
-    acc.add(as_pairs({"loss": 3.0, "tokens": (6.0, 0.0)}))
-    assert acc.means() == {"loss": 2.0, "tokens": 16.0}
 
 
 def test_host_share_choose_games_and_the_evaluation_schedule():
