@@ -126,6 +126,7 @@ class EvalConfig:
     every: int = 5  # iterations between evaluations; 0 = only at the end
     temperature: float = 0.4
     max_turns: int = 50
+    at_start: bool = False  # also evaluate the starting policy before the first update (logged at step 0)
 
 
 @gin.configurable

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from env_bridge.games import discover_games
+from env_bridge.games import Game, discover_games
 from env_bridge.rollout import Episode, SamplerPolicy
 from env_bridge.worker_pool import EnvPool
 from ggtrain.config import TrainConfig
@@ -38,8 +38,18 @@ def eval_games(config: TrainConfig, split: str, count: int) -> list[EvalGame]:
     if config.rollout.env == "builtin":
         specs = list(config.rollout.builtin_games)
         return [EvalGame(specs[i % len(specs)], f"{specs[i % len(specs)]}#{i}", "builtin") for i in range(count)]
-    games = discover_games(split, config.data_dir or None, config.rollout.task_types or None)[:count]
-    return [EvalGame(str(g.path), g.game_id, g.task_type) for g in games]
+    games = interleave_task_types(discover_games(split, config.data_dir or None, config.rollout.task_types or None))
+    return [EvalGame(str(g.path), g.game_id, g.task_type) for g in games[:count]]
+
+
+def interleave_task_types(games: list[Game]) -> list[Game]:
+    """The games in rounds over the task types (each type's games in path order), so the first ``n``
+    games of an evaluation cover every task type: path order alone starts with one type's games."""
+    by_type: dict[str, list[Game]] = {}
+    for g in games:
+        by_type.setdefault(g.task_type, []).append(g)
+    columns = [by_type[t] for t in sorted(by_type)]
+    return [column[i] for i in range(max(map(len, columns), default=0)) for column in columns if i < len(column)]
 
 
 def evaluate(

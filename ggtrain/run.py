@@ -125,9 +125,9 @@ class OpenedRun:
         check_config(config, host.process_count)
         fault = fault_from_env()
         # everything that can fail on a bad configuration happens before anything is written
-        model_dir = resolve_model(config.model.path)
-        games = training_games(config)
+        games = training_games(config)  # the games first: a missing data folder fails before a model build
         evaluation = eval_games(config, config.eval.split, config.eval.games)
+        model_dir = resolve_model(config.model.path)
         seeds = RunSeeds(config.seed)
         main = host.process_index == 0
         manifest = Manifest.open(run_dir, config_to_dict(config), seeds.manifest())

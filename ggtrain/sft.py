@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from env_bridge.collate import collate_turns
+from env_bridge.collate import collate_turns, length_bucket
 from ggtrain.checkpoint import CheckpointStore
 from ggtrain.config import ConfigError, TrainConfig, config_to_dict, write_resolved_config
 from ggtrain.metrics import MetricAccumulator, MetricsWriter
@@ -56,30 +56,49 @@ def check_sft_config(config: TrainConfig) -> None:
 
 
 class Batches:
-    """Endless shuffled mini-batches over the training turns, epoch by epoch; checkpointable position."""
+    """Endless mini-batches over the training turns. Each epoch is a permutation seeded by (seed, epoch),
+    sorted by length within windows of ``WINDOW`` batches so a batch pads to its own length bucket (not
+    the longest demonstration's), then the batches shuffled. The position (epoch, batch) is the state."""
 
-    def __init__(self, turns: list[Any], rows: int, seed: int, pad_id: int, length: int):
-        self.turns, self.rows, self.seed, self.pad_id, self.length = turns, rows, seed, pad_id, length
-        self.epoch, self.iterator = 0, self._open(0)
+    WINDOW = 16
 
-    def _open(self, epoch: int) -> Any:
-        return collate_turns(self.turns, self.rows, seed=self.seed + epoch, pad_id=self.pad_id, length=self.length)
+    def __init__(self, turns: list[Any], rows: int, seed: int, pad_id: int):
+        self.turns, self.rows, self.seed, self.pad_id = turns, rows, seed, pad_id
+        self.epoch, self.index = 0, 0
+        self.plan = self._plan(0)
+
+    def _plan(self, epoch: int) -> list[list[int]]:
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.turns)).tolist()
+        window, batches = self.rows * self.WINDOW, []
+        for start in range(0, len(order), window):
+            chunk = sorted(order[start : start + window], key=lambda i: _length(self.turns[i]))
+            batches += [chunk[k : k + self.rows] for k in range(0, len(chunk), self.rows)]
+        return [batches[i] for i in rng.permutation(len(batches))]
 
     def __next__(self) -> dict[str, np.ndarray]:
-        try:
-            return next(self.iterator)
-        except StopIteration:
-            self.epoch += 1
-            self.iterator = self._open(self.epoch)
-            return next(self.iterator)
+        if self.index >= len(self.plan):
+            self.epoch, self.index = self.epoch + 1, 0
+            self.plan = self._plan(self.epoch)
+        chosen = [self.turns[i] for i in self.plan[self.index]]
+        self.index += 1
+        length = length_bucket(max(_length(t) for t in chosen))
+        return next(collate_turns(chosen, self.rows, seed=0, pad_id=self.pad_id, length=length))
+
+    def plan_batches(self) -> list[dict[str, np.ndarray]]:
+        """Every batch of the current epoch once (the validation set)."""
+        return [next(self) for _ in range(len(self.plan) - self.index)]
 
     def get_state(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "iterator": self.iterator.get_state()}
+        return {"epoch": self.epoch, "index": self.index}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.epoch = int(state["epoch"])
-        self.iterator = self._open(self.epoch)
-        self.iterator.set_state(state["iterator"])
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+        self.plan = self._plan(self.epoch)
+
+
+def _length(turn: Any) -> int:
+    return len(turn.prompt_ids) + len(turn.response_ids)
 
 
 def validation_loss(model_config: ModelConfig, params: Any, batches: list[dict[str, np.ndarray]]) -> float:
@@ -145,13 +164,11 @@ def run_sft_steps(
     train_records, val_records = split_by_game(records, config.sft.validation_fraction, config.seed)
     train_turns = encode_records(train_records, driver, tokenizer.eos_token_id)
     val_turns = encode_records(val_records, driver, tokenizer.eos_token_id)
-    length = _length_for(train_turns + val_turns)
-    pad = tokenizer.pad_token_id
-    rows = config.batch.mini_batch_rows
-    val_batches = list(collate_turns(val_turns, rows, seed=0, pad_id=pad, length=length)) if val_turns else []
+    pad, rows = tokenizer.pad_token_id, config.batch.mini_batch_rows
+    val_batches = list(Batches(val_turns, rows, 0, pad).plan_batches()) if val_turns else []
     updater = Updater.create(lm.config.replace(remat=config.model.remat), lm.params, sft_train_config(config))
     del lm
-    data = Batches(train_turns, rows, config.seed, pad, length)
+    data = Batches(train_turns, rows, config.seed, pad)
     store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
     if resume and (restored := store.restore_latest(updater.abstract_state())) is not None:
         _, updater.state, record = restored
@@ -171,12 +188,6 @@ def run_sft_steps(
             signal.signal(s, h)
     model = LanguageModel(updater.model_config.replace(remat=False), host_local_copy(updater.state.params), tokenizer)
     return model, SftResult(int(updater.state.step), loss, val, flag["signal"])
-
-
-def _length_for(turns: list[Any]) -> int:
-    from env_bridge.collate import length_bucket
-
-    return length_bucket(max(len(t.prompt_ids) + len(t.response_ids) for t in turns))
 
 
 def _step_loop(
@@ -204,11 +215,11 @@ def _step_loop(
             if val_batches and (step % s.validation_every == 0 or step == s.steps):
                 val = validation_loss(updater.model_config, updater.state.params, val_batches)
                 scalars["validation_loss"] = val
+            writer.write(step, scalars, prefix="sft/")  # before the checkpoint: a resume drops lines past it
             if step % s.checkpoint_every == 0 or step == s.steps or flag["signal"]:
                 record = {"data_iterator": data.get_state(), "config": config_to_dict(config), "step": step}
                 store.save(step, updater.state, record)
                 store.wait()
-            writer.write(step, scalars, prefix="sft/")
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}")
     return loss, val

@@ -66,6 +66,8 @@ def train(
     run = OpenedRun.open(config, Path(run_dir), resume, progress, joined() if host is None else host)
     last: dict[str, Any] = {}
     try:
+        if run.start == 0 and config.eval.at_start and not (run.run_dir / "eval" / "iteration_0000.jsonl").exists():
+            run.log(f"eval at step 0: {evaluate_policy(run, -1):.3f}")
         for iteration in range(run.start, config.iterations):
             last = run_iteration(run, iteration, profiling=iteration + 1 in profile_iterations)
             stop_if_requested(run)
@@ -252,7 +254,8 @@ def evaluate_policy(run: OpenedRun, iteration: int) -> float:
         )
     # one record per game: zip below relies on EVALUATION_SEEDS holding one seed
     placed = [(i, r) for share in run.host.exchange("eval", list(zip(mine, records, strict=True))) for i, r in share]
-    records = [r for _, r in sorted(placed, key=lambda x: x[0])]  # evaluation order
+    step = {"split": run.config.eval.split, "step": iteration + 1}
+    records = [r | step for _, r in sorted(placed, key=lambda x: x[0])]  # evaluation order
     summary = summarize_outcomes(records)
     if run.main:
         write_outcomes(records, run.run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")

@@ -45,6 +45,19 @@ def hf_smollm(smollm_dir):
 
 
 @pytest.fixture(scope="session")
+def walkthrough_turns() -> list[dict]:
+    from env_bridge.demonstrations import walkthrough_demonstrations
+    from env_bridge.games import TASK_TYPES, discover_games
+    from env_bridge.prompts import prompt_builder
+
+    """Every turn of three real train games' walkthroughs (two short ones, one of another task type)."""
+    games = discover_games("train", task_types=TASK_TYPES[:3])
+    by_type = {g.task_type: g for g in reversed(games)}
+    builder = prompt_builder("tags", 1)
+    return [r for records in walkthrough_demonstrations(list(by_type.values()), builder, "tags", 1) for r in records]
+
+
+@pytest.fixture(scope="session")
 def qwen_tokenizer():
     from models.zoo import qwen25_tokenizer
 

@@ -1,0 +1,37 @@
+"""The tiny-alfworld vocabulary, built from the game files alone, reads what the games really show."""
+
+from __future__ import annotations
+
+import json
+
+from env_bridge.games import SPLITS, discover_games
+from env_bridge.vocabulary import split_words
+from ggtrain.policies.tiny_alfworld import TAGS, alfworld_tokenizer
+
+
+def test_every_walkthrough_command_of_every_shipped_game_is_in_the_vocabulary():
+    tokenizer = alfworld_tokenizer()
+    games = [g for split in SPLITS for g in discover_games(split, include_unsolvable=True)]
+    assert len(games) == 140 + 134 + 1770
+    words = {w for g in games for c in json.loads(g.path.read_text())["walkthrough"] for w in split_words(c)}
+    missing = sorted(w for w in words if tokenizer.token_to_id(w) is None)
+    assert not missing, missing
+
+
+def test_played_observations_and_admissible_commands_have_no_unknown_word(walkthrough_turns):
+    tokenizer = alfworld_tokenizer()
+    unk = tokenizer.token_to_id("[UNK]")
+    texts = [r["messages"][0]["content"] for r in walkthrough_turns] + [r["response"] for r in walkthrough_turns]
+    for text in texts:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert unk not in ids, [w for w in split_words(text) if tokenizer.token_to_id(w) is None]
+
+
+def test_unknown_words_are_the_unknown_token_and_tags_are_single_tokens():
+    tokenizer = alfworld_tokenizer()
+    unk = tokenizer.token_to_id("[UNK]")
+    assert tokenizer.encode("go to the zebra 1", add_special_tokens=False)[3] == unk
+    ids = tokenizer.encode("<think></think><action>go to sofa 1</action>", add_special_tokens=False)
+    assert [tokenizer.token_to_id(t) for t in TAGS] == [ids[0], ids[1], ids[2], ids[-1]]
+    assert tokenizer.decode(ids) == "<think> </think> <action> go to sofa 1 </action>"
+    assert alfworld_tokenizer().backend.get_vocab() == tokenizer.backend.get_vocab()  # deterministic ids
