@@ -109,10 +109,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     import jax
 
-    from ggtrain.distributed import DistributedSpec, PeerTimeout, exchange, fail_fast, initialize
+    from ggtrain.distributed import DistributedSpec, PeerTimeout, fail_fast, initialize
     from ggtrain.train_loop import train
 
-    initialize(
+    host = initialize(
         DistributedSpec.from_env(
             coordinator=args.coordinator,
             num_processes=args.num_processes,
@@ -131,11 +131,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         name = "+".join(Path(c).stem for c in args.config or ["quickstart"])
         # process 0's timestamp names the run on every host
         try:
-            run_dir = Path(exchange("run_dir", args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")[0])
+            run_dir = Path(host.exchange("run_dir", args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")[0])
         except PeerTimeout as error:
             fail_fast(error)
     profile = frozenset(int(x) for x in args.profile.split(",") if x.strip()) if args.profile else frozenset()
-    summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile)
+    summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile, host=host)
     if jax.process_index() == 0:
         print(json.dumps({"run_dir": str(run_dir), "last_iteration": summary}))
     return 0

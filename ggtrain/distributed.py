@@ -22,12 +22,9 @@ __all__ = [
     "DistributedSpec",
     "HostExchange",
     "PeerTimeout",
-    "barrier",
     "detected_cluster",
-    "exchange",
     "fail_fast",
     "initialize",
-    "joined",
 ]
 
 
@@ -69,9 +66,6 @@ class DistributedSpec:
         return spec
 
 
-_JOINED: list[HostExchange] = []  # what initialize() returned, for callers that do not pass it on (yet)
-
-
 def detected_cluster() -> str:
     """``slurm`` or ``tpu`` when this process is one task of a multi-process job JAX can detect, ``auto``
     when ``GGTRAIN_DISTRIBUTED=auto`` asks for JAX's own detection anyway, else ""."""
@@ -106,25 +100,7 @@ def initialize(spec: DistributedSpec) -> HostExchange:
         else:
             jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat)
         host = HostExchange.from_runtime(spec.peer_timeout_s)
-    _JOINED[:] = [host]
     return host
-
-
-def joined() -> HostExchange:
-    """The exchange :func:`initialize` returned, else one for the job as ``jax`` sees it (a process that
-    never called :func:`initialize`). For callers that are not handed the exchange explicitly."""
-    if not _JOINED:
-        _JOINED.append(HostExchange.from_runtime())
-    return _JOINED[0]
-
-
-def exchange(tag: str, value: Any, timeout_s: float | None = None) -> list[Any]:
-    """``joined().exchange(...)``: kept for callers written before the exchange was an object."""
-    return joined().exchange(tag, value, timeout_s)
-
-
-def barrier(tag: str, timeout_s: float | None = None) -> None:
-    joined().barrier(tag, timeout_s)
 
 
 def fail_fast(error: BaseException) -> None:

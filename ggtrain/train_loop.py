@@ -23,7 +23,7 @@ import numpy as np
 from env_bridge.collate import collate_turns
 from env_bridge.rollout import Episode, SamplerPolicy, Turn
 from ggtrain.config import TrainConfig, config_to_dict
-from ggtrain.distributed import fail_fast, joined
+from ggtrain.distributed import fail_fast
 from ggtrain.evaluate import evaluate, summarize_outcomes, write_outcomes
 from ggtrain.host_exchange import HostExchange, PeerTimeout
 from ggtrain.metrics import MetricAccumulator
@@ -62,8 +62,8 @@ def train(
 ) -> dict[str, Any]:
     """Runs (or resumes) a training run; returns the last iteration's metrics. ``profile_iterations``
     (1-based) are traced with ``jax.profiler`` into ``RUN_DIR/profile`` (TensorBoard / Perfetto).
-    ``host`` is the exchange :func:`ggtrain.distributed.initialize` returned (default: that one)."""
-    run = OpenedRun.open(config, Path(run_dir), resume, progress, joined() if host is None else host)
+    ``host`` is the exchange :func:`ggtrain.distributed.initialize` returned (default: the job as jax sees it)."""
+    run = OpenedRun.open(config, Path(run_dir), resume, progress, HostExchange.from_runtime() if host is None else host)
     last: dict[str, Any] = {}
     try:
         if run.start == 0 and config.eval.at_start and not (run.run_dir / "eval" / "iteration_0000.jsonl").exists():
