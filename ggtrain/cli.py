@@ -164,15 +164,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         store.close()
         if restored is None:
             raise ValueError(f"--run {args.run}: no checkpoint to evaluate")
-        params = restored[1].params
+        params, step = restored[1].params, int(restored[2].get("iteration", restored[0]))
     else:
         lm = load_pretrained(resolve_model(args.model))
-        params = lm.params
+        params, step = lm.params, 0
     games = eval_games(config, args.split, args.games)
     with EnvPool(config.rollout.env, config.rollout.workers) as pool:
         summary, records = evaluate(
             config, lm.config, params, lm.tokenizer, games, args.seeds, pool, temperature=args.temperature
         )
+    records = [r | {"split": args.split, "step": step} for r in records]
     out = Path(args.out or (Path(args.run) / "eval" if args.run else Path("eval_outcomes")))
     write_outcomes(records, out / f"{args.split}.jsonl")
     print(json.dumps(summary))

@@ -58,6 +58,22 @@ def walkthrough_turns() -> list[dict]:
 
 
 @pytest.fixture(scope="session")
+def initial_model(tmp_path_factory) -> Path:
+    """A randomly initialized model of the tiny-alfworld architecture and tokenizer (no warm start)."""
+    import jax
+
+    from ggtrain.policies.tiny_alfworld import alfworld_tokenizer, model_config
+    from models.decoder import init_params
+    from models.pretrained import LanguageModel
+
+    tokenizer = alfworld_tokenizer()
+    config = model_config(tokenizer)
+    out = tmp_path_factory.mktemp("tiny_alfworld_init")
+    LanguageModel(config, init_params(config, jax.random.PRNGKey(0)), tokenizer).save(out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def qwen_tokenizer():
     from models.zoo import qwen25_tokenizer
 

@@ -1,4 +1,5 @@
-"""End to end on 2 real ALFWorld games with SmolLM2-135M-Instruct (slow; runs in CI)."""
+"""End to end on real ALFWorld games (slow; run in CI): the quickstart's path (its config, the tiny-alfworld
+tokenizer and architecture, the step-0 evaluation) and the SmolLM2 path with the reference tag format."""
 
 from __future__ import annotations
 
@@ -11,23 +12,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SMALL = [
+    "TrainConfig.iterations=1",
+    "RolloutConfig.groups_per_iteration=1",
+    "RolloutConfig.group_size=2",
+    "RolloutConfig.max_turns=2",
+    "EvalConfig.games=2",
+    "EvalConfig.max_turns=2",
+    "BatchConfig.mini_batch_rows=4",
+    "BatchConfig.micro_batch_rows=2",
+]
 
 
-@pytest.mark.slow
-def test_quickstart_path_on_real_games(tmp_path, smollm_dir):
-    run = tmp_path / "run"
-    sets = [
-        "TrainConfig.iterations=1",
-        "RolloutConfig.group_size=2",
-        "RolloutConfig.max_turns=2",
-        "RolloutConfig.max_new_tokens=24",
-        "EvalConfig.games=2",
-        "EvalConfig.max_turns=2",
-        "BatchConfig.mini_batch_rows=4",
-        "BatchConfig.micro_batch_rows=2",
-    ]
+def _train(run: Path, *args: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "ggtrain.cli", "train", "--run-dir", str(run), *[x for s in sets for x in ("--set", s)]],
+        [sys.executable, "-m", "ggtrain.cli", "train", "--run-dir", str(run), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -35,6 +34,36 @@ def test_quickstart_path_on_real_games(tmp_path, smollm_dir):
         env=os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _sets(*bindings: str) -> list[str]:
+    return [x for b in bindings for x in ("--set", b)]
+
+
+@pytest.mark.slow
+def test_quickstart_path_on_two_real_games(tmp_path, initial_model):
+    """The quickstart config with the warm start replaced by an untrained model of its architecture (the
+    warm start's build is ``ggtrain sft``'s code, tested in test_sft.py)."""
+    run = tmp_path / "run"
+    proc = _train(run, *_sets(*SMALL, f"ModelSpec.path='{initial_model}'"))
+    assert "eval at step 0" in proc.stderr and "iter 1/1" in proc.stderr
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "eval/success_rate" in m] == [0, 1]
+    for name in ("iteration_0000.jsonl", "iteration_0001.jsonl"):
+        outcomes = [json.loads(x) for x in (run / "eval" / name).read_text().splitlines()]
+        assert [o["step"] for o in outcomes] == [int(name[10:14])] * 2
+        assert {o["split"] for o in outcomes} == {"valid_seen"}
+        assert len({o["task_type"] for o in outcomes}) == 2  # the evaluation games interleave task types
+    config = json.loads((run / "config.json").read_text())
+    assert {"estimator", "seed", "iterations", "data_dir", "model", "rollout", "eval", "loss"} <= set(config)
+    assert config["rollout"]["action_format"] == "tags"
+
+
+@pytest.mark.slow
+def test_smollm2_path_on_real_games(tmp_path, smollm_dir):
+    run = tmp_path / "run"
+    proc = _train(run, "--config", "smollm2_alfworld", *_sets(*SMALL, "RolloutConfig.max_new_tokens=24"))
     assert "iter 1/1" in proc.stderr
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model_files"]["sha256"]["model.safetensors"]

@@ -17,12 +17,10 @@ import numpy as np
 import pytest
 
 from ggtrain.config import resolve_config
-from ggtrain.policies.tiny_alfworld import RECIPE_FILE, alfworld_tokenizer, model_config
+from ggtrain.policies.tiny_alfworld import RECIPE_FILE
 from ggtrain.sft import run_sft_steps, sft
 from ggtrain.sft_data import read_jsonl
 from models import load_pretrained
-from models.decoder import init_params
-from models.pretrained import LanguageModel
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = [
@@ -36,15 +34,6 @@ SETS = [
     "OptimizerConfig.learning_rate=1e-2",
     "RolloutConfig.max_prompt_tokens=512",
 ]
-
-
-@pytest.fixture(scope="session")
-def initial_model(tmp_path_factory) -> Path:
-    tokenizer = alfworld_tokenizer()
-    config = model_config(tokenizer)
-    out = tmp_path_factory.mktemp("tiny_alfworld_init")
-    LanguageModel(config, init_params(config, jax.random.PRNGKey(0)), tokenizer).save(out)
-    return out
 
 
 def _config(*extra: str):

@@ -1,0 +1,106 @@
+"""The estimators compared on real ALFWorld: GRPO, GiGPO, GraphGPO, graph-only and GGPO x seeds 0, 1, 2, all
+from the `tiny-alfworld` warm start (``configs/alfworld_comparison.gin``); every run and the warm start
+evaluated on all 140 valid_seen and all 134 valid_unseen games (one seeded episode per game), then one
+report over everything. Resumable: finished runs and evaluations are skipped, an interrupted run resumes
+from its last checkpoint (every iteration is checkpointed, so at most one iteration is lost).
+
+    python experiments/alfworld_comparison.py --out experiments/results/alfworld_comparison
+    python experiments/alfworld_comparison.py --methods graphgpo --seeds 0 --iterations 2 --out /tmp/cmp
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from experiments.builtin_comparison import finished  # noqa: E402
+
+METHODS = ("grpo", "gigpo", "graphgpo", "graph_only", "ggpo")
+SEEDS = (0, 1, 2)
+FINAL_SPLITS = {"valid_seen": 140, "valid_unseen": 134}
+CONFIG = "alfworld_comparison"
+
+
+def train_command(method: str, seed: int, run: Path, iterations: int | None, sets: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", method, "--config", CONFIG]
+    cmd += ["--set", f"TrainConfig.seed={seed}", *[x for b in sets for x in ("--set", b)]]
+    if iterations is not None:
+        cmd += ["--set", f"TrainConfig.iterations={iterations}"]
+    return cmd + (["--resume", str(run)] if (run / "checkpoints").exists() else ["--run-dir", str(run)])
+
+
+def eval_command(source: list[str], split: str, games: int, out: Path, sets: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "ggtrain.cli", "eval", *source, "--config", "graphgpo", "--config", CONFIG]
+    cmd += [x for b in sets for x in ("--set", b)]
+    return [*cmd, "--split", split, "--games", str(games), "--out", str(out)]
+
+
+def run_logged(cmd: list[str], log: Path, env: dict[str, str]) -> int:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        return subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=f).returncode
+
+
+def final_evaluations(source: list[str], out: Path, log: Path, env: dict[str, str], sets: list[str]) -> int:
+    """All games of each final split, unless that split's outcome file is already complete."""
+    for split, games in FINAL_SPLITS.items():
+        path = out / f"{split}.jsonl"
+        if path.exists() and len(path.read_text().splitlines()) == games:
+            continue
+        code = run_logged(eval_command(source, split, games, out, sets), log, env)
+        if code != 0:
+            return code
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="folder for warm_start/, runs/<method>-seed<k>/ and report/")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--iterations", type=int, help="override TrainConfig.iterations (default: the gin file's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="gin binding for every run")
+    parser.add_argument("--threshold", type=float, default=0.3, help="success rate for the cost-to-reach table")
+    args = parser.parse_args(argv)
+    out = Path(args.out).absolute()
+    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
+    warm = out / "warm_start"
+    code = final_evaluations(["--model", "tiny-alfworld"], warm, warm / "eval.log", env, args.set)
+    if code:
+        return code
+    runs, timings = [], {}
+    for method in args.methods:
+        for seed in args.seeds:
+            run = out / "runs" / f"{method}-seed{seed}"
+            runs.append(run)
+            log = run.parent / f"{run.name}.log"
+            started = time.perf_counter()
+            if not finished(run):
+                code = run_logged(train_command(method, seed, run, args.iterations, args.set), log, env)
+                if code != 0:
+                    print(f"{run.name}: ggtrain train exited {code}; see {log}", file=sys.stderr)
+                    return code
+            code = final_evaluations(["--run", str(run)], run / "eval_final", log, env, args.set)
+            if code != 0:
+                print(f"{run.name}: ggtrain eval exited {code}; see {log}", file=sys.stderr)
+                return code
+            timings[run.name] = round(time.perf_counter() - started, 1)
+            print(f"{run.name}: {timings[run.name]} s", file=sys.stderr)
+    report = [sys.executable, "-m", "ggtrain.cli", "report", *map(str, runs), "--out", str(out / "report")]
+    code = subprocess.run([*report, "--threshold", str(args.threshold)], cwd=ROOT, env=env).returncode
+    print(json.dumps({"runs": len(runs), "seconds": timings, "report": str(out / "report")}))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
