@@ -10,6 +10,7 @@ iterator position is checkpointed with the optimizer state.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import signal
 import sys
@@ -101,18 +102,19 @@ def _length(turn: Any) -> int:
     return len(turn.prompt_ids) + len(turn.response_ids)
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _nll(
+    model_config: ModelConfig, params: Any, tokens: jax.Array, attention: jax.Array, mask: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    logp = score_tokens(model_config, params, tokens, attention, mask)
+    return -jnp.sum(logp), jnp.sum(mask)
+
+
 def validation_loss(model_config: ModelConfig, params: Any, batches: list[dict[str, np.ndarray]]) -> float:
     """Mean negative log-likelihood per response token of the held-out demonstrations."""
-
-    @jax.jit
-    def nll(p: Any, tokens: jax.Array, attention: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
-        logp = score_tokens(model_config, p, tokens, attention, mask)
-        return -jnp.sum(logp), jnp.sum(mask)
-
     total = count = 0.0
     for b in batches:
-        mask = b["loss_mask"] & b["row_mask"][:, None]
-        s, c = nll(params, b["tokens"], b["attention_mask"], mask)
+        s, c = _nll(model_config, params, b["tokens"], b["attention_mask"], b["loss_mask"] & b["row_mask"][:, None])
         total, count = total + float(s), count + float(c)
     return total / max(count, 1.0)
 
