@@ -37,12 +37,24 @@ def load_rows(path: Path) -> dict[str, np.ndarray]:
         with np.load(path) as data:
             return {k: data[k] for k in data.files}
     if path.suffix == ".json":
-        data = json.loads(path.read_text())
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object mapping field names to lists")
         return {k: np.asarray(v) for k, v in data.items()}
     if path.suffix == ".jsonl":
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        records = []
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not records:
+            raise ValueError(f"{path}: no rows (the file is empty)")
         keys = sorted({k for r in records for k in r})
         for i, record in enumerate(records):
             missing = [k for k in keys if k not in record]
@@ -101,7 +113,26 @@ def cmd_env_check(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace) -> Any:
     from ggtrain.config import config_file, resolve_config
 
-    return resolve_config([config_file(c) for c in args.config or ["quickstart"]], args.set)
+    return resolve_config([config_file(c) for c in args.config or ["quickstart"]], _bindings(args.set))
+
+
+def _bindings(bindings: list[str]) -> list[str]:
+    for b in bindings:
+        if "=" not in b or not b.partition("=")[0].strip():
+            raise ValueError(f"--set {b!r}: expected KEY=VALUE (e.g. --set RolloutConfig.max_turns=4)")
+    return bindings
+
+
+def _profile_iterations(text: str | None) -> frozenset[int]:
+    try:
+        iterations = frozenset(int(x) for x in (text or "").split(",") if x.strip())
+    except ValueError:
+        raise ValueError(
+            f"--profile {text!r}: expected comma-separated iteration numbers, e.g. --profile 2,3"
+        ) from None
+    if any(i < 1 for i in iterations):
+        raise ValueError(f"--profile {text!r}: iterations are 1-based")
+    return iterations
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -134,7 +165,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             run_dir = Path(host.exchange("run_dir", args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")[0])
         except PeerTimeout as error:
             fail_fast(error)
-    profile = frozenset(int(x) for x in args.profile.split(",") if x.strip()) if args.profile else frozenset()
+    profile = _profile_iterations(args.profile)
     summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile, host=host)
     if jax.process_index() == 0:
         print(json.dumps({"run_dir": str(run_dir), "last_iteration": summary}))
@@ -288,7 +319,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def _resolve_sft(args: argparse.Namespace) -> Any:
     from ggtrain.config import config_file, resolve_config
 
-    return resolve_config([config_file(c) for c in args.config or ["tiny_alfworld_sft"]], args.set)
+    return resolve_config([config_file(c) for c in args.config or ["tiny_alfworld_sft"]], _bindings(args.set))
 
 
 def _add_sft_parser(sub: Subparsers) -> None:

@@ -54,3 +54,24 @@ def test_parse_assignments():
     }
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_assignments(["omega"])
+
+
+def test_bad_rows_files_and_flags_are_named(tmp_path, capsys):
+    from ggtrain.cli import main
+
+    empty = tmp_path / "rows.jsonl"
+    empty.write_text("")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"group": 0}\n{oops\n')
+    for argv, expected in [
+        (["advantages", str(empty)], "rows.jsonl: no rows"),
+        (["advantages", str(bad)], "bad.json: not JSON"),
+        (["advantages", str(broken)], "broken.jsonl:2: not JSON"),
+        (["train", "--set", "RolloutConfig.max_turns"], "--set 'RolloutConfig.max_turns': expected KEY=VALUE"),
+        (["train", "--profile", "abc", "--run-dir", str(tmp_path / "run")], "--profile 'abc': expected"),
+    ]:
+        assert main(argv) == 2
+        assert expected in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
