@@ -28,6 +28,18 @@ UNREACHABLE_FRACTION = "train/graph/unreachable_fraction"  # state-graph nodes t
 EVAL_SUCCESS = "eval/success_rate"  # share of the evaluation games won
 
 
+def truncate_metrics(run_dir: str | Path, step: int) -> None:
+    """Metrics follow checkpoints: on resume from ``step``, drop ``metrics.jsonl`` lines past it (they were
+    written before a crash the restored checkpoint does not include, and will be written again), so every
+    step appears once. TensorBoard keeps its event files; it shows the newest value of a repeated step."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if path.exists():
+        lines = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.replace(path)
+
+
 class MetricAccumulator:
     """Adds (sum, count) pairs exactly over micro-batches, steps, hosts and padding."""
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jax
+
 from env_bridge.games import discover_games
 from env_bridge.rollout import RolloutDriver
 from env_bridge.worker_pool import EnvPool
@@ -25,7 +27,7 @@ from ggtrain.evaluate import EvalGame, eval_games
 from ggtrain.fault_injection import Fault, fault_from_env
 from ggtrain.host_exchange import HostExchange
 from ggtrain.manifest import Manifest, game_list_hash, model_hashes
-from ggtrain.metrics import MetricsWriter
+from ggtrain.metrics import MetricsWriter, truncate_metrics
 from ggtrain.policies import resolve_model
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
 from ggtrain.seeds import RunSeeds
@@ -191,5 +193,8 @@ def restore(store: CheckpointStore, updater: Updater, run_dir: Path, log: Callab
     if restored is None:
         return 0
     _, updater.state, record = restored
-    log(f"ggtrain: resumed {run_dir} at iteration {int(record['iteration'])}")
-    return int(record["iteration"])
+    iteration = int(record["iteration"])
+    if jax.process_index() == 0:
+        truncate_metrics(run_dir, iteration)  # lines written after this checkpoint are played again
+    log(f"ggtrain: resumed {run_dir} at iteration {iteration}")
+    return iteration

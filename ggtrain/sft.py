@@ -25,7 +25,7 @@ import numpy as np
 from env_bridge.collate import collate_turns, length_bucket
 from ggtrain.checkpoint import CheckpointStore
 from ggtrain.config import ConfigError, TrainConfig, config_to_dict, write_resolved_config
-from ggtrain.metrics import MetricAccumulator, MetricsWriter
+from ggtrain.metrics import MetricAccumulator, MetricsWriter, truncate_metrics
 from ggtrain.rollout_setup import make_rollout_driver
 from ggtrain.sft_data import data_hash, encode_records, split_by_game
 from ggtrain.sharding import host_local_copy
@@ -123,14 +123,6 @@ def _pairs(metrics: dict[str, Any]) -> dict[str, tuple[float, float]]:
     return {k: v if isinstance(v, tuple) else (float(v), 1.0) for k, v in metrics.items()}
 
 
-def _truncate_metrics(run_dir: Path, step: int) -> None:
-    """Metrics follow checkpoints: lines past the restored step (written before a crash) are dropped."""
-    path = run_dir / "metrics.jsonl"
-    if path.exists():
-        lines = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= step]
-        path.write_text("".join(line + "\n" for line in lines))
-
-
 @dataclasses.dataclass
 class SftResult:
     steps: int
@@ -175,7 +167,7 @@ def run_sft_steps(
     if resume and (restored := store.restore_latest(updater.abstract_state())) is not None:
         _, updater.state, record = restored
         data.set_state(record["data_iterator"])
-        _truncate_metrics(run_dir, int(updater.state.step))
+        truncate_metrics(run_dir, int(updater.state.step))
         log(f"ggtrain sft: resumed {out} at step {int(updater.state.step)}")
     write_resolved_config(config, run_dir)
     writer = MetricsWriter(run_dir)

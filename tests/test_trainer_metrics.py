@@ -29,3 +29,17 @@ def test_writer_elsewhere_writes_nothing(tmp_path):
     writer.write(1, {"loss": 0.5})
     writer.close()
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_drops_metric_lines_past_the_restored_checkpoint(tmp_path):
+    """A crash after iteration 3's metrics line but before its checkpoint committed: resuming from 2 must
+    leave steps 0..2 once each, so the replayed iteration 3 is not logged twice."""
+    import json
+
+    from ggtrain.metrics import truncate_metrics
+
+    lines = [{"step": 0, "eval/success_rate": 0.1}] + [{"step": s, "train/loss": float(s)} for s in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    truncate_metrics(tmp_path, 2)
+    kept = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert kept == lines[:3]
