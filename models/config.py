@@ -126,15 +126,16 @@ def tiny_llama(
     max_position_embeddings: int,
     bos_token_id: int | None = None,
     eos_token_id: int | None = None,
+    num_layers: int = 2,
 ) -> ModelConfig:
-    """A two-layer tied Llama for tests and toy runs (head_dim = hidden / heads): the shape is the only
-    thing they vary, so it is written once."""
+    """A small tied Llama for tests, toy runs and the built policies (head_dim = hidden / heads): the
+    shape is the only thing they vary, so it is written once."""
     return ModelConfig(
         model_type="llama",
         vocab_size=vocab_size,
         hidden_size=hidden_size,
         intermediate_size=intermediate_size,
-        num_layers=2,
+        num_layers=num_layers,
         num_heads=num_heads,
         num_kv_heads=num_kv_heads,
         head_dim=hidden_size // num_heads,

@@ -82,29 +82,13 @@ def tiny_random_dir(root: Path | None = None, seed: int = 0) -> Path:
     49,152), for end-to-end tests that need seconds, not minutes. Written once to the cache."""
     import jax
 
-    from models.config import ModelConfig
+    from models.config import tiny_llama
     from models.decoder import init_params
     from models.pretrained import LanguageModel
 
     def build(tmp: Path) -> str:
         tokenizer_dir = smollm2_135m_instruct_dir(root)
-        config = ModelConfig(
-            model_type="llama",
-            vocab_size=49152,
-            hidden_size=32,
-            intermediate_size=64,
-            num_layers=2,
-            num_heads=2,
-            num_kv_heads=1,
-            head_dim=16,
-            rope_theta=10000.0,
-            rms_norm_eps=1e-5,
-            max_position_embeddings=4096,
-            attention_bias=False,
-            tie_word_embeddings=True,
-            bos_token_id=1,
-            eos_token_id=2,
-        )
+        config = tiny_llama(49152, 32, 64, 2, 1, 4096, bos_token_id=1, eos_token_id=2)
         params = init_params(config, jax.random.PRNGKey(seed))
         LanguageModel(config, params, Tokenizer.from_dir(tokenizer_dir)).save(tmp)
         return "tiny random"

@@ -27,7 +27,7 @@ from env_bridge.vocabulary import alfworld_words
 from ggtrain.config import CONFIG_DIR, resolve_config
 from ggtrain.policies.registry import register_model
 from models.artifacts import cache_dir
-from models.config import ModelConfig
+from models.config import ModelConfig, tiny_llama
 from models.decoder import init_params
 from models.pretrained import LanguageModel
 from models.tokenizer import Tokenizer
@@ -57,24 +57,17 @@ def alfworld_tokenizer(data_dir: str | None = None) -> Tokenizer:
 
 
 def model_config(tokenizer: Tokenizer) -> ModelConfig:
-    d, heads = ARCHITECTURE["hidden_size"], ARCHITECTURE["num_heads"]
-    eos = tokenizer.eos_token_id or 0
-    return ModelConfig(
-        model_type="llama",
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=d,
-        intermediate_size=ARCHITECTURE["intermediate_size"],
-        num_layers=ARCHITECTURE["num_layers"],
-        num_heads=heads,
-        num_kv_heads=ARCHITECTURE["num_kv_heads"],
-        head_dim=d // heads,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        max_position_embeddings=4096,
-        attention_bias=False,
-        tie_word_embeddings=True,
-        bos_token_id=eos,
-        eos_token_id=eos,
+    a, eos = ARCHITECTURE, tokenizer.eos_token_id or 0
+    return tiny_llama(
+        tokenizer.vocab_size,
+        a["hidden_size"],
+        a["intermediate_size"],
+        a["num_heads"],
+        a["num_kv_heads"],
+        4096,
+        eos,
+        eos,
+        num_layers=a["num_layers"],
     )
 
 

@@ -24,7 +24,7 @@ from env_bridge.envs import BuiltinRingEnv
 from env_bridge.prompts import prompt_builder, task_of
 from ggtrain.policies.registry import register_model
 from models.artifacts import cache_dir
-from models.config import ModelConfig
+from models.config import ModelConfig, tiny_llama
 from models.decoder import init_params
 from models.pretrained import LanguageModel
 from models.scoring import score_tokens
@@ -72,23 +72,7 @@ def ring_corpus() -> list[str]:
 
 
 def _model_config(vocab_size: int, eos_id: int) -> ModelConfig:
-    return ModelConfig(
-        model_type="llama",
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_layers=2,
-        num_heads=4,
-        num_kv_heads=2,
-        head_dim=16,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        max_position_embeddings=2048,
-        attention_bias=False,
-        tie_word_embeddings=True,
-        bos_token_id=eos_id,
-        eos_token_id=eos_id,
-    )
+    return tiny_llama(vocab_size, 64, 128, 4, 2, 2048, eos_id, eos_id)
 
 
 def _warm_start_batches(tokenizer: Tokenizer, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:

@@ -1,20 +1,30 @@
-import json, time, sys, shutil
+"""The script that trained mix0_700steps/ (``python sft_exp.py 700 0.0 OUT``): the tiny-alfworld builder's
+steps (``ggtrain.sft.run_sft_steps`` on the recipe's cached walkthrough demonstrations) with a step count
+and uniform fraction from the command line, no final evaluation."""
+
+import shutil
+import sys
+import time
 from pathlib import Path
+
 if __name__ == "__main__":
+    import jax
+
     from ggtrain.config import resolve_config
     from ggtrain.policies import tiny_alfworld as ta
     from ggtrain.sft import run_sft_steps
     from ggtrain.sft_data import mix_uniform, walkthrough_records
-    from models.pretrained import LanguageModel
     from models.decoder import init_params
-    import jax
+    from models.pretrained import LanguageModel
+
     steps, frac, out = int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3])
-    arch = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
-    if arch: ta.ARCHITECTURE.update(arch)
-    config = resolve_config([ta.RECIPE_FILE], [f"SftConfig.steps={steps}", "SftConfig.validation_every=50", "SftConfig.checkpoint_every=100000"] + sys.argv[5:])
-    tok = ta.alfworld_tokenizer(); cfg = ta.model_config(tok)
+    sets = [f"SftConfig.steps={steps}", "SftConfig.validation_every=50", "SftConfig.checkpoint_every=100000"]
+    config = resolve_config([ta.RECIPE_FILE], sets)
+    tok = ta.alfworld_tokenizer()
+    cfg = ta.model_config(tok)
     shutil.rmtree(out, ignore_errors=True)
-    init = out / "init"; LanguageModel(cfg, init_params(cfg, jax.random.PRNGKey(0)), tok).save(init)
+    init = out / "init"
+    LanguageModel(cfg, init_params(cfg, jax.random.PRNGKey(0)), tok).save(init)
     recs = walkthrough_records("train", config.rollout, config.data_dir, config.sft.walkthrough_games, config.seed)
     recs = mix_uniform(recs, frac, "tags", 0)
     t = time.time()
