@@ -38,8 +38,10 @@ def train_command(method: str, seed: int, run: Path, iterations: int | None, set
 
 
 def eval_command(source: list[str], split: str, games: int, out: Path, sets: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "ggtrain.cli", "eval", *source, "--config", "graphgpo", "--config", CONFIG]
-    cmd += [x for b in sets for x in ("--set", b)]
+    """A run is evaluated with its own config.json; the warm start with the comparison's config."""
+    cmd = [sys.executable, "-m", "ggtrain.cli", "eval", *source]
+    if source[0] == "--model":
+        cmd += ["--config", "graphgpo", "--config", CONFIG, *[x for b in sets for x in ("--set", b)]]
     return [*cmd, "--split", split, "--games", str(games), "--out", str(out)]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -182,13 +183,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if bool(args.run) == bool(args.model):
         raise ValueError("give exactly one of --run RUN_DIR or --model PATH")
-    config = _resolve(args)
+    config = _run_config(args) if args.run else _resolve(args)
     if args.run:
         from ggtrain.checkpoint import CheckpointStore
         from ggtrain.update_loop import Updater
 
-        run_config = json.loads((Path(args.run) / "config.json").read_text())
-        lm = load_pretrained(resolve_model(run_config["model"]["path"]))
+        lm = load_pretrained(resolve_model(config.model.path))
         updater = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
         store = CheckpointStore(Path(args.run) / "checkpoints", config.checkpoint)
         restored = store.restore_latest(updater.abstract_state())
@@ -205,10 +205,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
             config, lm.config, params, lm.tokenizer, games, args.seeds, pool, temperature=args.temperature
         )
     records = [r | {"split": args.split, "step": step} for r in records]
-    out = Path(args.out or (Path(args.run) / "eval" if args.run else Path("eval_outcomes")))
-    write_outcomes(records, out / f"{args.split}.jsonl")
+    if args.out:
+        path = Path(args.out) / f"{args.split}.jsonl"
+    else:  # beside the training-time outcomes, never replacing them or an earlier evaluation
+        folder = Path(args.run) / "eval" if args.run else Path("eval_outcomes")
+        path = folder / f"{args.split}-step{step}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    write_outcomes(records, path)
     print(json.dumps(summary))
     return 0
+
+
+EVAL_BINDINGS = ("EvalConfig.", "RolloutConfig.workers", "RolloutConfig.step_timeout_s")
+
+
+def _run_config(args: argparse.Namespace) -> Any:
+    """``eval --run``: the run's own resolved config; ``--set`` may change evaluation settings only."""
+    from ggtrain.config import ConfigError, config_from_dict, config_to_dict
+
+    path = Path(args.run) / "config.json"
+    if not path.exists():
+        raise ConfigError(f"--run {args.run}: not a run directory (no config.json)")
+    if args.config:
+        raise ConfigError("--run evaluates with the run's own config.json: drop --config")
+    config = config_from_dict(json.loads(path.read_text()))
+    sections = config_to_dict(config)
+    for key, value in parse_assignments(_bindings(args.set)).items():
+        if not key.startswith(EVAL_BINDINGS):
+            raise ConfigError(f"--set {key}: with --run only {', '.join(EVAL_BINDINGS)}* may change")
+        section, _, name = key.partition(".")
+        target = "eval" if section == "EvalConfig" else "rollout"
+        if name not in sections[target]:
+            raise ConfigError(f"--set {key}: {section} has no field {name!r}")
+        sections[target][name] = value
+    return config_from_dict(sections)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

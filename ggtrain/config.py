@@ -223,6 +223,26 @@ def resolve_config(files: Sequence[str | Path] = (), bindings: Sequence[str] = (
     return config
 
 
+def config_from_dict(data: dict[str, Any], cls: type = TrainConfig) -> Any:
+    """The frozen config a run directory's ``config.json`` holds (the inverse of :func:`config_to_dict`),
+    checked like a resolved one: the run directory is the truth for everything that continues a run."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in data:
+            continue
+        value, kind = data[field.name], hints[field.name]
+        if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+            value = config_from_dict(value, kind)
+        elif typing.get_origin(kind) is tuple or isinstance(value, list):
+            value = tuple(value)
+        values[field.name] = value
+    config = cls(**values)
+    if cls is TrainConfig:
+        _check_types(config)
+    return config
+
+
 def config_file(name_or_path: str | Path) -> Path:
     """A gin file by path, or by name in ``configs/`` (``graphgpo`` -> ``configs/graphgpo.gin``)."""
     path = Path(name_or_path)

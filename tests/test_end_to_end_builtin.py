@@ -100,10 +100,9 @@ def test_train_sigterm_resume_eval(tmp_path):
             "ggtrain.cli",
             "eval",
             "--run",
-            str(run),
-            "--config",
-            "graphgpo",
-            *[x for b in BINDINGS for x in ("--set", b)],
+            str(run),  # the run's own config.json: a built-in-world run is evaluated on the built-in world
+            "--set",
+            "EvalConfig.max_turns=2",
             "--games",
             "2",
             "--seeds",
@@ -114,10 +113,16 @@ def test_train_sigterm_resume_eval(tmp_path):
     )
     assert evaluated.returncode == 0, evaluated.stderr
     summary = json.loads(evaluated.stdout.strip().splitlines()[-1])
-    assert summary["episodes"] == 4 and 0.0 <= summary["success_rate"] <= 1.0
-    assert len(summary["wilson95"]) == 2 and "builtin" in summary["per_task_type"]
-    outcomes = (run / "eval" / "valid_seen.jsonl").read_text().splitlines()
-    assert len(outcomes) == 4 and {"game_id", "seed", "won", "turns", "invalid_actions"} <= set(json.loads(outcomes[0]))
+    assert summary["episodes"] == 4 and list(summary["per_task_type"]) == ["builtin"]
+    lo, hi = summary["wilson95"]
+    assert lo <= summary["success_rate"] <= hi and hi - lo > 0.2  # four episodes: a wide interval
+    (written,) = (run / "eval").glob("valid_seen-step*.jsonl")  # beside, not over, the training outcomes
+    outcomes = [json.loads(x) for x in written.read_text().splitlines()]
+    assert len(outcomes) == 4 and {"game_id", "seed", "won", "turns", "invalid_actions"} <= set(outcomes[0])
+    assert {o["split"] for o in outcomes} == {"valid_seen"} and {o["step"] for o in outcomes} == {done[-1] + 1}
+    assert max(o["turns"] for o in outcomes) <= 2
+    refused = _run([sys.executable, "-m", "ggtrain.cli", "eval", "--run", str(run), "--config", "grpo"], 120)
+    assert refused.returncode == 2 and "own config.json" in refused.stderr
 
     reported = _run(
         [sys.executable, "-m", "ggtrain.cli", "report", str(run), "--out", str(tmp_path / "report")],
