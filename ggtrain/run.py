@@ -9,6 +9,7 @@ ends the iteration cleanly. :meth:`OpenedRun.close` releases them in reverse.
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 import sys
 import time
@@ -133,8 +134,11 @@ class OpenedRun:
         seeds = RunSeeds(config.seed)
         main = host.process_index == 0
         manifest = Manifest.open(run_dir, config_to_dict(config), seeds.manifest())
-        if main:
-            write_resolved_config(config, run_dir)
+        stored = run_dir / "config.json"
+        if main and not stored.exists():
+            write_resolved_config(config, run_dir)  # never rewritten: the run's configuration of record
+        elif main and json.loads(stored.read_text())["iterations"] != config.iterations:
+            manifest.event("iterations_changed", iterations=config.iterations)
         record_inputs(manifest, config, model_dir, games, evaluation)
         log = log_to_stderr if main else (lambda message: None)
         lm = load_pretrained(model_dir, config.model.param_dtype, config.model.dtype)

@@ -68,6 +68,8 @@ def train(
     try:
         if run.start == 0 and config.eval.at_start and not (run.run_dir / "eval" / "iteration_0000.jsonl").exists():
             run.log(f"eval at step 0: {evaluate_policy(run, -1):.3f}")
+        if run.start >= config.iterations:
+            run.log(f"ggtrain: {run.run_dir} has finished all {config.iterations} iterations: nothing to do")
         for iteration in range(run.start, config.iterations):
             last = run_iteration(run, iteration, profiling=iteration + 1 in profile_iterations)
             stop_if_requested(run)

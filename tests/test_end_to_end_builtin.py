@@ -150,3 +150,24 @@ def test_configuration_errors_exit_nonzero_with_one_line_and_write_nothing(tmp_p
         lines = [x for x in proc.stderr.splitlines() if x.strip()]
         assert len(lines) == 1 and expected in lines[0], (extra, proc.stderr)
         assert not run.exists()
+
+
+def test_resume_refuses_a_changed_configuration_before_writing(tmp_path):
+    """A run directory's config.json is the truth: --resume with another estimator or learning rate is
+    refused by name (exit 2) and leaves config.json untouched; another --run-dir is refused too."""
+    run = tmp_path / "run"
+    run.mkdir()
+    from ggtrain.config import config_file, config_to_dict, resolve_config
+
+    config = resolve_config([config_file("graphgpo"), config_file("builtin_ring")])
+    (run / "config.json").write_text(json.dumps(config_to_dict(config), indent=2, sort_keys=True) + "\n")
+    before = (run / "config.json").read_text()
+    base = ["--config", "graphgpo", "--config", "builtin_ring", "--resume", str(run)]
+    for extra, expected in [
+        (["--config", "grpo"], "estimator: 'graphgpo' -> 'grpo'"),
+        (["--set", "OptimizerConfig.learning_rate=0.1"], "optimizer.learning_rate: 0.003 -> 0.1"),
+        (["--run-dir", str(tmp_path / "other")], "a run continues in its own directory"),
+    ]:
+        proc = _run([sys.executable, "-m", "ggtrain.cli", "train", *base, *extra], 120)
+        assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
+    assert (run / "config.json").read_text() == before and sorted(p.name for p in run.iterdir()) == ["config.json"]
