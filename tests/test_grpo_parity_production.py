@@ -28,7 +28,7 @@ from ggtrain.policies.tiny_ring import ring_corpus
 from ggtrain.ppo import clipped_policy_gradient
 from ggtrain.update_loop import Updater
 from graph import compute_advantages
-from models.config import ModelConfig
+from models.config import tiny_llama
 from models.decoder import init_params
 from models.scoring import score_tokens, score_tokens_jit
 from models.zoo import word_level_tokenizer
@@ -96,22 +96,7 @@ def rollout():
 @pytest.fixture(scope="module")
 def model(rollout):
     tokenizer, _ = rollout
-    config = ModelConfig(
-        model_type="llama",
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_layers=1,
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=16,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        max_position_embeddings=1024,
-        attention_bias=False,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-    )
+    config = tiny_llama(tokenizer.vocab_size, 32, 64, 2, 1, 1024, eos_token_id=tokenizer.eos_token_id, num_layers=1)
     return config, init_params(config, jax.random.PRNGKey(0))
 
 
