@@ -25,10 +25,12 @@ import numpy as np
 from env_bridge.collate import collate_turns, length_bucket
 from ggtrain.checkpoint import CheckpointStore
 from ggtrain.config import ConfigError, TrainConfig, config_to_dict, write_resolved_config
-from ggtrain.metrics import MetricAccumulator, MetricsWriter, truncate_metrics
+from ggtrain.metrics import MetricsWriter, truncate_metrics
 from ggtrain.rollout_setup import make_rollout_driver
+from ggtrain.run import StopFlag
 from ggtrain.sft_data import data_hash, encode_records, split_by_game
 from ggtrain.sharding import host_local_copy
+from ggtrain.train_step import metric_means
 from ggtrain.update_loop import Updater
 from models import load_pretrained
 from models.config import ModelConfig
@@ -119,25 +121,12 @@ def validation_loss(model_config: ModelConfig, params: Any, batches: list[dict[s
     return total / max(count, 1.0)
 
 
-def _pairs(metrics: dict[str, Any]) -> dict[str, tuple[float, float]]:
-    return {k: v if isinstance(v, tuple) else (float(v), 1.0) for k, v in metrics.items()}
-
-
 @dataclasses.dataclass
 class SftResult:
     steps: int
     train_loss: float
     validation_loss: float | None
     interrupted: str = ""
-
-
-def _stop_flag() -> tuple[dict[str, str], dict[int, Any]]:
-    flag = {"signal": ""}
-
-    def handler(signum: int, _frame: Any) -> None:
-        flag["signal"] = signal.Signals(signum).name
-
-    return flag, {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
 
 
 def run_sft_steps(
@@ -171,7 +160,8 @@ def run_sft_steps(
         log(f"ggtrain sft: resumed {out} at step {int(updater.state.step)}")
     write_resolved_config(config, run_dir)
     writer = MetricsWriter(run_dir)
-    flag, previous = _stop_flag()
+    flag = StopFlag()
+    previous = {s: signal.signal(s, flag) for s in (signal.SIGTERM, signal.SIGINT)}
     loss, val = float("nan"), None
     try:
         loss, val = _step_loop(config, updater, data, val_batches, store, writer, flag, progress)
@@ -181,7 +171,7 @@ def run_sft_steps(
         for s, h in previous.items():
             signal.signal(s, h)
     model = LanguageModel(updater.model_config.replace(remat=False), host_local_copy(updater.state.params), tokenizer)
-    return model, SftResult(int(updater.state.step), loss, val, flag["signal"])
+    return model, SftResult(int(updater.state.step), loss, val, flag.requested)
 
 
 def _step_loop(
@@ -191,7 +181,7 @@ def _step_loop(
     val_batches: list[dict[str, np.ndarray]],
     store: CheckpointStore,
     writer: MetricsWriter,
-    flag: dict[str, str],
+    flag: StopFlag,
     progress: bool,
 ) -> tuple[float, float | None]:
     from tqdm import tqdm
@@ -200,17 +190,16 @@ def _step_loop(
     loss, val = float("nan"), None
     start = int(updater.state.step)
     with tqdm(total=s.steps, initial=start, desc="sft", unit="step", disable=None if progress else True) as bar:
-        while int(updater.state.step) < s.steps and not flag["signal"]:
-            metrics = MetricAccumulator()
-            metrics.add(_pairs(updater.update(next(data))))
-            step, means = int(updater.state.step), metrics.means()
+        while int(updater.state.step) < s.steps and not flag.requested:
+            means = metric_means(updater.update(next(data)))
+            step = int(updater.state.step)
             loss = means.get("loss", float("nan"))
             scalars = {"loss": loss, "tokens": means.get("tokens", 0.0), "grad_norm": means.get("grad_norm", 0.0)}
             if val_batches and (step % s.validation_every == 0 or step == s.steps):
                 val = validation_loss(updater.model_config, updater.state.params, val_batches)
                 scalars["validation_loss"] = val
             writer.write(step, scalars, prefix="sft/")  # before the checkpoint: a resume drops lines past it
-            if step % s.checkpoint_every == 0 or step == s.steps or flag["signal"]:
+            if step % s.checkpoint_every == 0 or step == s.steps or flag.requested:
                 record = {"data_iterator": data.get_state(), "config": config_to_dict(config), "step": step}
                 store.save(step, updater.state, record)
                 store.wait()
