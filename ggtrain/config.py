@@ -135,6 +135,9 @@ class SftConfig:
     """``ggtrain sft``: supervised steps on demonstrations (response tokens only), then an evaluation."""
 
     steps: int = 300
+    # the first steps train on every token (prompt and response): a language-model phase that teaches a
+    # model initialised at random to read and copy the game's text before it learns to answer
+    language_model_steps: int = 0
     walkthrough_games: int = 0  # --walkthroughs: how many games of the split (0 = all), a seeded sample
     uniform_fraction: float = 0.0  # turns whose answer is replaced by a uniformly random admissible action
     validation_fraction: float = 0.05  # demonstrations (whole games) held out for the validation loss

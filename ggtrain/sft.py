@@ -49,6 +49,8 @@ def check_sft_config(config: TrainConfig) -> None:
     s, b = config.sft, config.batch
     if s.steps < 1:
         raise ConfigError(f"SftConfig.steps = {s.steps}: expected at least 1")
+    if not 0 <= s.language_model_steps <= s.steps:
+        raise ConfigError(f"SftConfig.language_model_steps = {s.language_model_steps}: expected 0 to steps ({s.steps})")
     if not 0 <= s.uniform_fraction <= 1 or not 0 <= s.validation_fraction < 1:
         raise ConfigError("SftConfig.uniform_fraction must be in [0, 1] and validation_fraction in [0, 1)")
     if b.mini_batch_rows % b.micro_batch_rows:
@@ -98,6 +100,11 @@ class Batches:
     def set_state(self, state: dict[str, Any]) -> None:
         self.epoch, self.index = int(state["epoch"]), int(state["index"])
         self.plan = self._plan(self.epoch)
+
+
+def every_token_loss(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The batch with its loss on every real token but each sequence's first (prompt and response)."""
+    return batch | {"loss_mask": batch["attention_mask"].astype(bool) & (batch["positions"] > 0)}
 
 
 def _length(turn: Any) -> int:
@@ -191,7 +198,10 @@ def _step_loop(
     start = int(updater.state.step)
     with tqdm(total=s.steps, initial=start, desc="sft", unit="step", disable=None if progress else True) as bar:
         while int(updater.state.step) < s.steps and not flag.requested:
-            means = metric_means(updater.update(next(data)))
+            batch = next(data)
+            if int(updater.state.step) < s.language_model_steps:
+                batch = every_token_loss(batch)
+            means = metric_means(updater.update(batch))
             step = int(updater.state.step)
             loss = means.get("loss", float("nan"))
             scalars = {"loss": loss, "tokens": means.get("tokens", 0.0), "grad_norm": means.get("grad_norm", 0.0)}

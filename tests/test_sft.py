@@ -18,7 +18,7 @@ import pytest
 
 from ggtrain.config import resolve_config
 from ggtrain.policies.tiny_alfworld import RECIPE_FILE
-from ggtrain.sft import run_sft_steps, sft
+from ggtrain.sft import Batches, run_sft_steps, sft
 from ggtrain.sft_data import read_jsonl
 from models import load_pretrained
 
@@ -55,6 +55,30 @@ def test_validation_loss_falls(walkthrough_turns, initial_model, tmp_path):
     val = [m["sft/validation_loss"] for m in lines]
     assert result.steps == 12 and len(val) == 12
     assert val[-1] < 0.5 * val[0], val  # a random model starts near log(vocab) = 5.9 nats a token
+
+
+def test_language_model_steps_train_every_token_then_only_responses(walkthrough_turns, initial_model, tmp_path):
+    config = _config("SftConfig.steps=4", "SftConfig.language_model_steps=2", "SftConfig.validation_fraction=0")
+    run_sft_steps(config, initial_model, walkthrough_turns, tmp_path, resume=False, progress=False)
+    lines = [json.loads(x) for x in (tmp_path / "sft_run" / "metrics.jsonl").read_text().splitlines()]
+    batches = Batches(_encoded(config, initial_model, walkthrough_turns), 8, config.seed, 0)
+    expected = []
+    for step in range(4):
+        b = next(batches)
+        mask = b["attention_mask"] & b["row_mask"][:, None]
+        prompt_and_response = int(mask.sum()) - int(b["row_mask"].sum())  # every token but each row's first
+        expected.append(prompt_and_response if step < 2 else int((b["loss_mask"] & mask).sum()))
+    assert [int(m["sft/tokens"]) for m in lines] == expected
+    assert expected[0] > 5 * expected[2]  # a prompt is many times its answer: the phases really differ
+
+
+def _encoded(config, model_dir, records):
+    from ggtrain.rollout_setup import make_rollout_driver
+    from ggtrain.sft_data import encode_records
+
+    tokenizer = load_pretrained(model_dir).tokenizer
+    driver = make_rollout_driver(config.rollout, None, tokenizer, config.rollout.max_turns)
+    return encode_records(records, driver, tokenizer.eos_token_id)
 
 
 def _sft_cli(out: Path, data: Path, *extra: str, wait: bool = True) -> subprocess.Popen:
