@@ -21,6 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -62,6 +63,7 @@ class Plan:
     dtype: str = "bfloat16"
     sample_batch: int = 128  # environments sampled at once per host (groups x group size)
     sample_len: int = 2560  # prompt + new tokens of one sampled turn
+    loss: str = "ppo_clip"  # ppo_clip | ggpo
 
     @property
     def devices(self) -> int:
@@ -113,34 +115,31 @@ def estimate(plan: Plan) -> dict[str, float]:
     return {k: round(v / GIB, 3) for k, v in out.items()} | {"parameter_count": n}
 
 
-def compiled_memory(plan: Plan) -> dict[str, float]:
-    """Lowers and compiles the real train step for ``plan`` on ``plan.devices`` abstract CPU devices."""
+def lower_train_step(plan: Plan, devices: list, model: Any = None) -> Any:
+    """The real jitted train step for ``plan`` lowered on ``devices`` (abstract CPU devices or a TPU
+    topology's compile-only devices) from abstract state and batch: nothing is allocated. ``model`` (a
+    ``ModelConfig``) defaults to the plan's preset with its dtypes and remat."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from ggtrain.config import BatchConfig, MeshConfig, ModelSpec, TrainConfig
+    from ggtrain.config import BatchConfig, LossConfig, MeshConfig, ModelSpec, TrainConfig
     from ggtrain.optim import make_optimizer
     from ggtrain.sharding import batch_sharding, logical_rules_context, make_mesh, param_shardings
     from ggtrain.train_state import TrainState, create_train_state, optimizer_state_shardings
     from ggtrain.train_step import jit_train_step, make_train_step
     from models.decoder import init_params
 
-    if len(jax.devices()) < plan.devices:
-        raise SystemExit(f"{plan.devices} devices needed; run with --xla_force_host_platform_device_count")
-    model = model_presets()[plan.model].replace(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat)
+    model = model if model is not None else model_config(plan)
     config = TrainConfig(
         model=ModelSpec(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat),
+        loss=LossConfig(name=plan.loss),
         batch=BatchConfig(mini_batch_rows=plan.micro_rows, micro_batch_rows=plan.micro_rows),
         mesh=MeshConfig(plan.data, plan.fsdp, plan.tensor),
     )
-    mesh = make_mesh(config.mesh, jax.devices()[: plan.devices])
+    mesh = make_mesh(config.mesh, list(devices))
     shardings = param_shardings(model, mesh)
-    abstract_params = jax.tree_util.tree_map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0))),
-        shardings,
-    )
+    abstract_params = abstract_with(jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0))), shardings)
     optimizer = make_optimizer(config.optimizer)
     replicated = NamedSharding(mesh, PartitionSpec())
     state_shardings = TrainState(  # as ggtrain.update_loop.Updater lays the state out
@@ -152,8 +151,7 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
         rng=replicated,
     )
     with jax.set_mesh(mesh), logical_rules_context():
-        abstract_state = jax.tree_util.tree_map(
-            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        abstract_state = abstract_with(
             jax.eval_shape(lambda p: create_train_state(p, optimizer, jax.random.PRNGKey(0)), abstract_params),
             state_shardings,
         )
@@ -173,7 +171,23 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
             for k, (shape, dtype) in fields.items()
         }
         step = jit_train_step(make_train_step(model, config, optimizer), state_shardings)
-        memory = step.lower(abstract_state, batch).compile().memory_analysis()
+        return step.lower(abstract_state, batch)
+
+
+def model_config(plan: Plan) -> Any:
+    """The plan's preset with its dtypes and remat."""
+    return model_presets()[plan.model].replace(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat)
+
+
+def abstract_with(shapes: Any, shardings: Any) -> Any:
+    """``jax.ShapeDtypeStruct`` leaves carrying ``shardings`` (a matching tree)."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, shardings)
+
+
+def memory_gib(memory: Any) -> dict[str, float]:
+    """``compiled.memory_analysis()`` in GiB; the peak is arguments + outputs - aliased + temporaries."""
     args, out, alias, temp = (
         memory.argument_size_in_bytes,
         memory.output_size_in_bytes,
@@ -187,6 +201,15 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
         "temporaries": round(temp / GIB, 3),
         "peak_estimate": round((args + out - alias + temp) / GIB, 3),
     }
+
+
+def compiled_memory(plan: Plan) -> dict[str, float]:
+    """Lowers and compiles the real train step for ``plan`` on ``plan.devices`` abstract CPU devices."""
+    import jax
+
+    if len(jax.devices()) < plan.devices:
+        raise SystemExit(f"{plan.devices} devices needed; run with --xla_force_host_platform_device_count")
+    return memory_gib(lower_train_step(plan, jax.devices()[: plan.devices]).compile().memory_analysis())
 
 
 def recommend() -> list[dict]:
