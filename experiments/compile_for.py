@@ -212,10 +212,14 @@ def extrapolated_cost(lower: Callable[[int, int], Any], steps: int, layers: int)
         if "/" in k:
             kind, field = k.split("/")
             by_kind.setdefault(kind, {})[field] = round(total[k])
+    seconds = [c["optimal_seconds"] for c in (c11, c12, c21)]
+    linear = min(seconds) > 0 and c12["optimal_seconds"] >= c11["optimal_seconds"] and total["optimal_seconds"] > 0
     return {
         "flops": total["flops"],
         "bytes_accessed": total["bytes_accessed"],
-        "optimal_seconds": total["optimal_seconds"],
+        # the compiler's time estimate is reported only where it grows with depth as the FLOPs do
+        "optimal_seconds": total["optimal_seconds"] if linear else None,
+        "optimal_seconds_at_1_2_layers_and_2_steps": seconds,
         "collectives": by_kind,
         "cost_compile_seconds": round(time.perf_counter() - start, 1),
     }

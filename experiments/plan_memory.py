@@ -38,12 +38,16 @@ def model_presets() -> dict:
     return MODEL_PRESETS
 
 
-# (name, memory per device in GiB, devices, devices per host) for the README's recommendations
+# (name, memory per device in GiB, devices, devices per host, TPU topology) for the README's
+# recommendations; TPU rows are checked with the TPU compiler (libtpu), GPU rows only against the
+# estimate and an XLA:CPU compile (no deviceless GPU compile is wired here)
 TARGETS = (
-    ("1xH200", 141, 1, 1),
-    ("8xH200", 141, 8, 8),
-    ("v5e-16", 16, 16, 4),
+    ("1xH200", 141, 1, 1, None),
+    ("8xH200", 141, 8, 8, None),
+    ("v5e-16", 16, 16, 4, "v5e:4x4"),
 )
+CPU_NOTE = "XLA:CPU on abstract host devices: a cross-check, not the GPU compiler's layout"
+TPU_NOTE = "XLA:TPU (libtpu) on the topology's compile-only devices, per chip"
 # compiled peak / estimate of the train step measured with this script on XLA:CPU (1.15-1.40 over five
 # configurations, README): the estimate leaves out some fp32 temporaries; recommendations multiply by this
 CALIBRATION = 1.4
@@ -212,19 +216,34 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
     return memory_gib(lower_train_step(plan, jax.devices()[: plan.devices]).compile().memory_analysis())
 
 
-def recommend() -> list[dict]:
+def tpu_train_step_memory(plan: Plan, topology: str) -> dict:
+    """The train step compiled by the TPU compiler for ``topology`` (``experiments/compile_for.py``)."""
+    from experiments.compile_for import CHIPS, compile_memory, topology_devices, try_compile
+
+    devices = topology_devices(topology)
+    chip_gib = CHIPS[devices[0].device_kind][1]
+    return compile_memory(try_compile(lower_train_step(plan, devices)), chip_gib)
+
+
+def recommend(tpu_compile: bool = False) -> list[dict]:
     """For each target and model, the first configuration whose calibrated train step and sampler both fit
     in 85 % of a device, trying (in this order) fp32 then bf16 parameters, the fewest parameter shards
     (fsdp x tensor), no remat before remat, and 4, 2, then 1 rows per device per micro-batch, at the
-    reference recipe's 2048-token rows; the sampler runs 128 / hosts environments per host."""
+    reference recipe's 2048-token rows; the sampler runs 128 / hosts environments per host. With
+    ``tpu_compile`` a TPU row must also fit by the TPU compiler's own peak (in 85 % of the chip)."""
     table = []
-    for name, gib, devices, per_host in TARGETS:
+    for name, gib, devices, per_host, topology in TARGETS:
         hosts = max(devices // per_host, 1)
         for model in ("qwen2.5-1.5b", "qwen2.5-7b"):
             row: dict = {"target": name, "device_gib": gib, "model": model, "mesh": None}
             for plan in _candidates(model, devices, -(-REFERENCE_ENVS // hosts)):
                 est = estimate(plan)
                 if max(CALIBRATION * est["train_step_total"], est["sampler_params_and_kv_cache"]) <= 0.85 * gib:
+                    if topology and tpu_compile:
+                        compiled = tpu_train_step_memory(plan, topology)
+                        row["tpu_compiled_train_step_gib"] = compiled["peak_gib"]
+                        if compiled["peak_gib"] is None or compiled["peak_gib"] > 0.85 * gib:
+                            continue
                     row |= {
                         "mesh": [plan.data, plan.fsdp, plan.tensor],
                         "param_dtype": plan.param_dtype,
@@ -263,16 +282,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPE_BYTES))
     parser.add_argument("--estimate-only", action="store_true", help="skip the compiler cross-check")
     parser.add_argument("--recommend", action="store_true", help="print the recommended meshes and exit")
+    parser.add_argument("--topology", default="", help="a TPU topology (e.g. v5e:4x4): compile with the TPU compiler")
+    parser.add_argument("--tpu-compile", action="store_true", help="--recommend: check TPU rows with the TPU compiler")
     args = parser.parse_args(argv)
     if args.recommend:
-        for row in recommend():
+        for row in recommend(args.tpu_compile):
             print(json.dumps(row))
         return 0
     data, fsdp, tensor = (int(x) for x in args.mesh.split(","))
     plan = Plan(
         args.model, data, fsdp, tensor, args.micro_rows, args.seq, not args.no_remat, args.param_dtype, args.dtype
     )
-    if not args.estimate_only:
+    if not args.estimate_only and not args.topology:
         flag = f"--xla_force_host_platform_device_count={plan.devices}"
         if flag not in os.environ.get("XLA_FLAGS", ""):  # the device count must be set before jax starts
             os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
@@ -280,8 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.model not in model_presets():
         parser.error(f"--model {args.model!r}: expected one of {sorted(model_presets())}")
     result: dict = {"plan": dataclasses.asdict(plan), "estimate_gib": estimate(plan)}
-    if not args.estimate_only:
-        result["compiled_gib"] = compiled_memory(plan)
+    if args.topology:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        memory = tpu_train_step_memory(plan, args.topology)
+        result |= {"compiler": TPU_NOTE, "compiled_gib": memory}
+        est, got = result["estimate_gib"]["train_step_total"], memory["peak_gib"]
+        result["estimate_over_compiled"] = round(est / got, 3) if got else None
+    elif not args.estimate_only:
+        result |= {"compiler": CPU_NOTE, "compiled_gib": compiled_memory(plan)}
         est, got = result["estimate_gib"]["train_step_total"], result["compiled_gib"]["peak_estimate"]
         result["estimate_over_compiled"] = round(est / got, 3) if got else None
     print(json.dumps(result))
