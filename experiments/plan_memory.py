@@ -21,6 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -37,12 +38,16 @@ def model_presets() -> dict:
     return MODEL_PRESETS
 
 
-# (name, memory per device in GiB, devices, devices per host) for the README's recommendations
+# (name, memory per device in GiB, devices, devices per host, TPU topology) for the README's
+# recommendations; TPU rows are checked with the TPU compiler (libtpu), GPU rows only against the
+# estimate and an XLA:CPU compile (no deviceless GPU compile is wired here)
 TARGETS = (
-    ("1xH200", 141, 1, 1),
-    ("8xH200", 141, 8, 8),
-    ("v5e-16", 16, 16, 4),
+    ("1xH200", 141, 1, 1, None),
+    ("8xH200", 141, 8, 8, None),
+    ("v5e-16", 16, 16, 4, "v5e:4x4"),
 )
+CPU_NOTE = "XLA:CPU on abstract host devices: a cross-check, not the GPU compiler's layout"
+TPU_NOTE = "XLA:TPU (libtpu) on the topology's compile-only devices, per chip"
 # compiled peak / estimate of the train step measured with this script on XLA:CPU (1.15-1.40 over five
 # configurations, README): the estimate leaves out some fp32 temporaries; recommendations multiply by this
 CALIBRATION = 1.4
@@ -62,6 +67,7 @@ class Plan:
     dtype: str = "bfloat16"
     sample_batch: int = 128  # environments sampled at once per host (groups x group size)
     sample_len: int = 2560  # prompt + new tokens of one sampled turn
+    loss: str = "ppo_clip"  # ppo_clip | ggpo
 
     @property
     def devices(self) -> int:
@@ -113,34 +119,31 @@ def estimate(plan: Plan) -> dict[str, float]:
     return {k: round(v / GIB, 3) for k, v in out.items()} | {"parameter_count": n}
 
 
-def compiled_memory(plan: Plan) -> dict[str, float]:
-    """Lowers and compiles the real train step for ``plan`` on ``plan.devices`` abstract CPU devices."""
+def lower_train_step(plan: Plan, devices: list, model: Any = None) -> Any:
+    """The real jitted train step for ``plan`` lowered on ``devices`` (abstract CPU devices or a TPU
+    topology's compile-only devices) from abstract state and batch: nothing is allocated. ``model`` (a
+    ``ModelConfig``) defaults to the plan's preset with its dtypes and remat."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from ggtrain.config import BatchConfig, MeshConfig, ModelSpec, TrainConfig
+    from ggtrain.config import BatchConfig, LossConfig, MeshConfig, ModelSpec, TrainConfig
     from ggtrain.optim import make_optimizer
     from ggtrain.sharding import batch_sharding, logical_rules_context, make_mesh, param_shardings
     from ggtrain.train_state import TrainState, create_train_state, optimizer_state_shardings
     from ggtrain.train_step import jit_train_step, make_train_step
     from models.decoder import init_params
 
-    if len(jax.devices()) < plan.devices:
-        raise SystemExit(f"{plan.devices} devices needed; run with --xla_force_host_platform_device_count")
-    model = model_presets()[plan.model].replace(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat)
+    model = model if model is not None else model_config(plan)
     config = TrainConfig(
         model=ModelSpec(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat),
+        loss=LossConfig(name=plan.loss),
         batch=BatchConfig(mini_batch_rows=plan.micro_rows, micro_batch_rows=plan.micro_rows),
         mesh=MeshConfig(plan.data, plan.fsdp, plan.tensor),
     )
-    mesh = make_mesh(config.mesh, jax.devices()[: plan.devices])
+    mesh = make_mesh(config.mesh, list(devices))
     shardings = param_shardings(model, mesh)
-    abstract_params = jax.tree_util.tree_map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0))),
-        shardings,
-    )
+    abstract_params = abstract_with(jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0))), shardings)
     optimizer = make_optimizer(config.optimizer)
     replicated = NamedSharding(mesh, PartitionSpec())
     state_shardings = TrainState(  # as ggtrain.update_loop.Updater lays the state out
@@ -152,8 +155,7 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
         rng=replicated,
     )
     with jax.set_mesh(mesh), logical_rules_context():
-        abstract_state = jax.tree_util.tree_map(
-            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        abstract_state = abstract_with(
             jax.eval_shape(lambda p: create_train_state(p, optimizer, jax.random.PRNGKey(0)), abstract_params),
             state_shardings,
         )
@@ -173,7 +175,23 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
             for k, (shape, dtype) in fields.items()
         }
         step = jit_train_step(make_train_step(model, config, optimizer), state_shardings)
-        memory = step.lower(abstract_state, batch).compile().memory_analysis()
+        return step.lower(abstract_state, batch)
+
+
+def model_config(plan: Plan) -> Any:
+    """The plan's preset with its dtypes and remat."""
+    return model_presets()[plan.model].replace(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat)
+
+
+def abstract_with(shapes: Any, shardings: Any) -> Any:
+    """``jax.ShapeDtypeStruct`` leaves carrying ``shardings`` (a matching tree)."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, shardings)
+
+
+def memory_gib(memory: Any) -> dict[str, float]:
+    """``compiled.memory_analysis()`` in GiB; the peak is arguments + outputs - aliased + temporaries."""
     args, out, alias, temp = (
         memory.argument_size_in_bytes,
         memory.output_size_in_bytes,
@@ -189,19 +207,43 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
     }
 
 
-def recommend() -> list[dict]:
+def compiled_memory(plan: Plan) -> dict[str, float]:
+    """Lowers and compiles the real train step for ``plan`` on ``plan.devices`` abstract CPU devices."""
+    import jax
+
+    if len(jax.devices()) < plan.devices:
+        raise SystemExit(f"{plan.devices} devices needed; run with --xla_force_host_platform_device_count")
+    return memory_gib(lower_train_step(plan, jax.devices()[: plan.devices]).compile().memory_analysis())
+
+
+def tpu_train_step_memory(plan: Plan, topology: str) -> dict:
+    """The train step compiled by the TPU compiler for ``topology`` (``experiments/compile_for.py``)."""
+    from experiments.compile_for import CHIPS, compile_memory, topology_devices, try_compile
+
+    devices = topology_devices(topology)
+    chip_gib = CHIPS[devices[0].device_kind][1]
+    return compile_memory(try_compile(lower_train_step(plan, devices)), chip_gib)
+
+
+def recommend(tpu_compile: bool = False) -> list[dict]:
     """For each target and model, the first configuration whose calibrated train step and sampler both fit
     in 85 % of a device, trying (in this order) fp32 then bf16 parameters, the fewest parameter shards
     (fsdp x tensor), no remat before remat, and 4, 2, then 1 rows per device per micro-batch, at the
-    reference recipe's 2048-token rows; the sampler runs 128 / hosts environments per host."""
+    reference recipe's 2048-token rows; the sampler runs 128 / hosts environments per host. With
+    ``tpu_compile`` a TPU row must also fit by the TPU compiler's own peak (in 85 % of the chip)."""
     table = []
-    for name, gib, devices, per_host in TARGETS:
+    for name, gib, devices, per_host, topology in TARGETS:
         hosts = max(devices // per_host, 1)
         for model in ("qwen2.5-1.5b", "qwen2.5-7b"):
             row: dict = {"target": name, "device_gib": gib, "model": model, "mesh": None}
             for plan in _candidates(model, devices, -(-REFERENCE_ENVS // hosts)):
                 est = estimate(plan)
                 if max(CALIBRATION * est["train_step_total"], est["sampler_params_and_kv_cache"]) <= 0.85 * gib:
+                    if topology and tpu_compile:
+                        compiled = tpu_train_step_memory(plan, topology)
+                        row["tpu_compiled_train_step_gib"] = compiled["peak_gib"]
+                        if compiled["peak_gib"] is None or compiled["peak_gib"] > 0.85 * gib:
+                            continue
                     row |= {
                         "mesh": [plan.data, plan.fsdp, plan.tensor],
                         "param_dtype": plan.param_dtype,
@@ -240,16 +282,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPE_BYTES))
     parser.add_argument("--estimate-only", action="store_true", help="skip the compiler cross-check")
     parser.add_argument("--recommend", action="store_true", help="print the recommended meshes and exit")
+    parser.add_argument("--topology", default="", help="a TPU topology (e.g. v5e:4x4): compile with the TPU compiler")
+    parser.add_argument("--tpu-compile", action="store_true", help="--recommend: check TPU rows with the TPU compiler")
     args = parser.parse_args(argv)
     if args.recommend:
-        for row in recommend():
+        for row in recommend(args.tpu_compile):
             print(json.dumps(row))
         return 0
     data, fsdp, tensor = (int(x) for x in args.mesh.split(","))
     plan = Plan(
         args.model, data, fsdp, tensor, args.micro_rows, args.seq, not args.no_remat, args.param_dtype, args.dtype
     )
-    if not args.estimate_only:
+    if not args.estimate_only and not args.topology:
         flag = f"--xla_force_host_platform_device_count={plan.devices}"
         if flag not in os.environ.get("XLA_FLAGS", ""):  # the device count must be set before jax starts
             os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
@@ -257,8 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.model not in model_presets():
         parser.error(f"--model {args.model!r}: expected one of {sorted(model_presets())}")
     result: dict = {"plan": dataclasses.asdict(plan), "estimate_gib": estimate(plan)}
-    if not args.estimate_only:
-        result["compiled_gib"] = compiled_memory(plan)
+    if args.topology:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        memory = tpu_train_step_memory(plan, args.topology)
+        result |= {"compiler": TPU_NOTE, "compiled_gib": memory}
+        est, got = result["estimate_gib"]["train_step_total"], memory["peak_gib"]
+        result["estimate_over_compiled"] = round(est / got, 3) if got else None
+    elif not args.estimate_only:
+        result |= {"compiler": CPU_NOTE, "compiled_gib": compiled_memory(plan)}
         est, got = result["estimate_gib"]["train_step_total"], result["compiled_gib"]["peak_estimate"]
         result["estimate_over_compiled"] = round(est / got, 3) if got else None
     print(json.dumps(result))

@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# CPU backend unless the caller chose one: with libtpu installed (the ``tpu`` extra) JAX would otherwise
+# probe for a TPU at start-up; the TPU compile tests use compile-only topologies, which need no backend
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compile-only: tests and their subprocesses share libtpu
+
 # 8 host CPU devices for the sharding tests (must be set before JAX initializes its backends)
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
