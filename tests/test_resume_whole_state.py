@@ -15,6 +15,8 @@ import jax
 import numpy as np
 import pytest
 
+from ggtrain.metrics import LOSS
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = os.environ.get("GGTRAIN_JAX_CACHE", str(ROOT / ".jax_cache"))  # the test session's (conftest.py)
 STEPS_PER_ITERATION = 6  # 6 task groups of 4 trajectories, one whole group per 48-row mini-batch
@@ -129,7 +131,7 @@ def test_a_killed_ggpo_run_resumed_in_a_new_process_ends_bit_for_bit_like_an_uni
     assert _differ(_policy(final_resumed, "params"), learner)
     # the resumed iteration played the same rollout (games, seeds, behavior policy) and trained on it
     assert _metrics(killed) == _metrics(straight)
-    resumed_iteration = [m for m in _metrics(killed) if "train/loss" in m][-1]
+    resumed_iteration = [m for m in _metrics(killed) if LOSS in m][-1]
     assert resumed_iteration["train/ggpo_kept_groups"] > 0 and resumed_iteration["train/ggpo_abs_log_ratio"] > 0
     outcomes = "eval/iteration_0003.jsonl"
     assert (killed / outcomes).read_text() == (straight / outcomes).read_text()
