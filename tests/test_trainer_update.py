@@ -1,5 +1,6 @@
-"""The update: gradient accumulation, GRPO parity (ALGORITHMS.md §8), GGPO through a real model,
-policy refreshes, padding rows and the exactly-once token count."""
+"""The update: gradient accumulation of the logged loss, GGPO (§10, groups of unequal size too) through a
+real model, policy refreshes, padding rows and the exactly-once token count. GRPO parity through an
+optimizer step is in test_grpo_parity_production.py."""
 
 from __future__ import annotations
 
