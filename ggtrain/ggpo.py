@@ -106,11 +106,14 @@ def ggpo_coefficients(
 
 
 def ggpo_direct_loss(coef: GGPOCoefficients, beta: float) -> jax.Array:
-    """``mean over kept groups of J_g / (beta * l_bar * sqrt(m_g - 1))``, ``l_bar = T_tok / responses``."""
-    groups = jnp.sum(coef.group_kept.astype(jnp.float32))
-    l_bar = coef.t_tok / jnp.maximum(coef.n_resp, 1.0)
-    per_group = coef.J / (beta * jnp.maximum(l_bar, 1e-30) * jnp.sqrt(jnp.maximum(coef.m - 1.0, 1.0)))
-    return jnp.sum(jnp.where(coef.group_kept, per_group, 0.0)) / jnp.maximum(groups, 1.0)
+    """``sum over kept groups of (m_g / N) J_g / (beta * l_bar * sqrt(m_g - 1))`` with ``N`` kept responses
+    and ``l_bar = T_tok / N``. With equal group sizes ``m_g / N = 1 / G``: §10's mean over groups. §10
+    defines ``l_bar`` for equal sizes only; weighting a group by its size keeps ``d loss / d s_i =
+    -c_i / T_tok`` (the surrogate's gradient) for groups of any size, where a plain mean would not."""
+    n_resp = jnp.maximum(coef.n_resp, 1.0)
+    l_bar = coef.t_tok / n_resp
+    per_group = coef.m / n_resp * coef.J / (beta * jnp.maximum(l_bar, 1e-30) * jnp.sqrt(jnp.maximum(coef.m - 1.0, 1.0)))
+    return jnp.sum(jnp.where(coef.group_kept, per_group, 0.0))
 
 
 def ggpo_loss(
@@ -225,7 +228,8 @@ def ggpo_surrogate(
         s_row = jnp.sum(logp * mask, axis=1)
         surrogate_sum = -jnp.sum(batch["ggpo_c"] * s_row)
         kept_tokens = jnp.sum(jnp.where(batch["ggpo_kept"], jnp.sum(mask, axis=1), 0.0))
-        aux = {"surrogate_loss": pair(surrogate_sum, kept_tokens), "tokens": pair(jnp.sum(mask), 0.0)}
+        # ``loss``: the value whose gradient is applied (the surrogate; ``ggpo_loss`` is the Gibbs-gap objective)
+        aux = {"loss": pair(surrogate_sum, kept_tokens), "tokens": pair(jnp.sum(mask), 0.0)}
         return surrogate_sum / jnp.maximum(scalars["t_tok"], 1.0), aux
 
     return loss_fn

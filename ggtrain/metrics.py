@@ -17,6 +17,9 @@ EVAL = "eval/"  # prefix of the evaluation record
 TRAIN_SUCCESS = "train/success_rate"  # share of the iteration's rollout episodes won
 MEAN_TURNS = "train/mean_turns"  # turns per rollout episode
 TRAJECTORIES = "train/graph/trajectories"  # trajectories in the iteration's state graphs
+# every loss: the value of the function whose gradient the optimizer steps apply (GGPO: its linear
+# surrogate -sum c_i s_i / T_tok; the Gibbs-gap objective itself is ``train/ggpo_loss``)
+LOSS = "train/loss"
 # the iteration's trained tokens: response tokens under the loss mask, summed over every optimizer step
 # of the iteration (every mini-batch of every epoch), a total (count 0 in ``MetricAccumulator``)
 TOKENS = "train/tokens"

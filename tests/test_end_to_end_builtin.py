@@ -11,9 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tests.test_report import C0, pixels_of, png_pixels
+
 ROOT = Path(__file__).resolve().parents[1]
+# Wilson 95 % intervals (z = 1.96) of k wins in 4 episodes, from the closed form
+WILSON95_OF_4 = {0: (0.0, 0.4899), 1: (0.0456, 0.6994), 2: (0.1500, 0.8500), 3: (0.3006, 0.9544), 4: (0.5101, 1.0)}
 BINDINGS = [
     "ModelSpec.path='tiny-random'",
     "ModelSpec.remat=False",
@@ -114,10 +119,11 @@ def test_train_sigterm_resume_eval(tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr
     summary = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert summary["episodes"] == 4 and list(summary["per_task_type"]) == ["builtin"]
-    lo, hi = summary["wilson95"]
-    assert lo <= summary["success_rate"] <= hi and hi - lo > 0.2  # four episodes: a wide interval
     (written,) = (run / "eval").glob("valid_seen-step*.jsonl")  # beside, not over, the training outcomes
     outcomes = [json.loads(x) for x in written.read_text().splitlines()]
+    wins = sum(o["won"] for o in outcomes)
+    assert summary["success_rate"] == wins / 4
+    np.testing.assert_allclose(summary["wilson95"], WILSON95_OF_4[wins], atol=1e-4)
     assert len(outcomes) == 4 and {"game_id", "seed", "won", "turns", "invalid_actions"} <= set(outcomes[0])
     assert {o["split"] for o in outcomes} == {"valid_seen"} and {o["step"] for o in outcomes} == {done[-1] + 1}
     assert max(o["turns"] for o in outcomes) <= 2
@@ -130,7 +136,9 @@ def test_train_sigterm_resume_eval(tmp_path):
     )
     assert reported.returncode == 0, reported.stderr
     report = (tmp_path / "report" / "report.md").read_text()
-    assert "graphgpo" in report and (tmp_path / "report" / "success_curves.png").stat().st_size > 0
+    assert "| graphgpo | 1 |" in report and "![success curves](success_curves.png)" in report
+    curves = png_pixels(tmp_path / "report" / "success_curves.png", (4 * 120, 11 * 120))
+    assert pixels_of(curves[:, : curves.shape[1] // 2], C0) > 100  # the training success curve is drawn
 
 
 def test_configuration_errors_exit_nonzero_with_one_line_and_write_nothing(tmp_path):

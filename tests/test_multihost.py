@@ -18,6 +18,10 @@ import jax
 import numpy as np
 import pytest
 
+from ggtrain.metrics import LOSS
+from ggtrain.policies.tiny_ring import tiny_ring_dir
+from models import load_pretrained
+
 ROOT = Path(__file__).resolve().parents[1]
 LEARNING_RATE = 3e-3
 BINDINGS = [
@@ -38,8 +42,6 @@ BINDINGS = [
 
 @pytest.fixture(scope="module", autouse=True)
 def _tiny_ring() -> None:
-    from ggtrain.policies.tiny_ring import tiny_ring_dir
-
     tiny_ring_dir()  # built once into the cache, outside the launched processes
 
 
@@ -107,7 +109,7 @@ def _state(run: Path, step: int) -> dict:
 
 def _metrics(run: Path) -> list[dict]:
     lines = (run / "metrics.jsonl").read_text().splitlines()
-    return [m for m in map(json.loads, lines) if "train/loss" in m]
+    return [m for m in map(json.loads, lines) if LOSS in m]
 
 
 @pytest.mark.slow
@@ -125,7 +127,7 @@ def test_two_hosts_train_like_one_and_restore_on_one(tmp_path):
     for a, b in zip(one, two, strict=True):
         for key in ("train/success_rate", "train/mean_turns", "train/invalid_action_rate", "train/graph/nodes"):
             assert a[key] == b[key], key
-        for key in ("train/loss", "train/grad_norm", "train/advantage_abs_mean"):
+        for key in (LOSS, "train/grad_norm", "train/advantage_abs_mean"):
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
     assert sum(m["train/advantage_abs_mean"] for m in one) > 0  # the updates were not empty
     a, b = _state(single, 2), _state(multi, 2)
@@ -171,8 +173,19 @@ def test_a_hung_or_dead_peer_stops_the_others_by_name(tmp_path, fault):
     named = "process 1 did not reach 'rollout" in err0 or "stopped sending heartbeats):\n1\n" in err0
     assert named, err0[-3000:]
     assert code1 not in (0, None)  # the hung process is ended too (the coordination service is gone with process 0)
-    # the last completed iteration's checkpoint is intact
-    assert int(_state(run, 1)["step"]) > 0
+    # the last completed iteration's checkpoint is intact: the only one, it restores whole, holds every
+    # optimizer step iteration 1 took (ceil(turns / 16-row mini-batches), one epoch) and trained parameters
+    assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [1]
+    state = _state(run, 1)
+    (first,) = _metrics(run)
+    turns = round(first["train/mean_turns"] * 16)  # 4 groups x 4 episodes
+    assert int(state["step"]) == -(-turns // 16) and first["step"] == 1
+    leaves = jax.tree_util.tree_leaves(state)
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in leaves if np.issubdtype(x.dtype, np.floating))
+    start = jax.tree_util.tree_leaves(load_pretrained(tiny_ring_dir()).params)
+    trained = jax.tree_util.tree_leaves(state["params"])
+    moved = [np.max(np.abs(np.asarray(a) - np.asarray(b))) for a, b in zip(trained, start, strict=True)]
+    assert max(moved) > 0.5 * LEARNING_RATE
 
 
 def test_exchange_gathers_large_values_and_drops_earlier_rounds():

@@ -11,8 +11,27 @@ from ggtrain.cli import main
 from ggtrain.metrics import TOKENS, TRAIN_SUCCESS, MetricAccumulator, MetricsWriter
 from ggtrain.report import bootstrap_interval, load_run, to_threshold
 
+C0, C1 = (0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E)  # matplotlib's first two line colours
 
-def _run(root: Path, name: str, estimator: str, seed: int, success: list[float], wins: list[int]) -> Path:
+
+def png_pixels(path: Path, size: tuple[int, int]) -> np.ndarray:
+    """The PNG as an RGB uint8 array, checked to be ``size`` (height, width) pixels."""
+    from matplotlib.image import imread
+
+    image = np.round(imread(path)[..., :3] * 255).astype(np.int16)
+    assert image.shape[:2] == size, image.shape
+    return image
+
+
+def pixels_of(image: np.ndarray, colour: tuple[int, int, int], alpha: float = 1.0) -> int:
+    """Pixels of ``colour`` drawn with ``alpha`` over the white background."""
+    blended = alpha * np.asarray(colour) + (1 - alpha) * 255
+    return int(np.sum(np.all(np.abs(image - blended) <= 2, axis=-1)))
+
+
+def _run(
+    root: Path, name: str, estimator: str, seed: int, success: list[float], wins: list[int], unreachable: float = 0.5
+) -> Path:
     run = root / name
     (run / "eval").mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"estimator": estimator, "seed": seed, "loss": {"name": "ppo_clip"}}))
@@ -30,7 +49,7 @@ def _run(root: Path, name: str, estimator: str, seed: int, success: list[float],
                 "train/update_s": 2.0,
                 "train/iteration_s": 3600.0,
                 "train/advantage_ms": 2.0 + i,
-                "train/graph/unreachable_fraction": 0.5,
+                "train/graph/unreachable_fraction": unreachable,
             }
         )
     lines.append({"step": len(success), "eval/success_rate": float(np.mean(wins))})
@@ -52,7 +71,7 @@ def _run(root: Path, name: str, estimator: str, seed: int, success: list[float],
 
 def test_threshold_costs_and_report(tmp_path, capsys):
     a = _run(tmp_path, "a", "graphgpo", 0, [0.1, 0.4, 0.6, 0.8], [1, 1, 0, 1])
-    b = _run(tmp_path, "b", "grpo", 0, [0.1, 0.2, 0.3, 0.5], [0, 1, 0, 0])
+    b = _run(tmp_path, "b", "grpo", 0, [0.1, 0.2, 0.3, 0.5], [0, 1, 0, 0], unreachable=0.25)
     cost = to_threshold(load_run(a), 0.5)
     assert cost == {"iterations": 3.0, "env_steps": 240.0, "tokens": 3000.0, "device_hours": 6.0}
     assert to_threshold(load_run(b), 0.9)["iterations"] is None
@@ -61,8 +80,13 @@ def test_threshold_costs_and_report(tmp_path, capsys):
     assert "| graphgpo | 1 | 0.750 ± 0.000 | 0.475 | 3 (1/1 reached) |" in report
     assert "| graphgpo − grpo | 4 | +0.500 |" in report
     assert "| grpo | 5.000 |" in report  # advantage ms 3, 4, 5, 6: the first (compile) is left out
-    assert (tmp_path / "rep" / "success_curves.png").stat().st_size > 1000
-    assert (tmp_path / "rep" / "graph_diagnostics.png").exists()
+    # the curves are drawn: each method's line colour (graphgpo C0, grpo C1, in sorted order) in each panel
+    curves = png_pixels(tmp_path / "rep" / "success_curves.png", (4 * 120, 11 * 120))
+    train_panel, eval_panel = curves[:, : curves.shape[1] // 2], curves[:, curves.shape[1] // 2 :]
+    for colour in (C0, C1):
+        assert pixels_of(train_panel, colour) > 100 and pixels_of(eval_panel, colour) > 10
+    diagnostics = png_pixels(tmp_path / "rep" / "graph_diagnostics.png", (int(3.5 * 120), 6 * 120))
+    assert pixels_of(diagnostics, C0, alpha=0.6) > 100 and pixels_of(diagnostics, C1, alpha=0.6) > 100
 
 
 def test_tokens_to_threshold_sum_every_optimizer_step_of_every_iteration(tmp_path, capsys):
@@ -93,9 +117,14 @@ def test_tokens_to_threshold_sum_every_optimizer_step_of_every_iteration(tmp_pat
     assert "| 760 (1/1 reached) |" in report and "Tokens: trained response tokens" in report
 
 
-def test_bootstrap_interval_brackets_the_mean():
-    lo, hi = bootstrap_interval(np.asarray([0.0, 1.0, 1.0, 0.0, 1.0]))
-    assert lo < 0.6 < hi
+def test_bootstrap_interval_is_the_percentile_interval_of_the_resampled_mean():
+    # 5 outcomes, 3 wins: a resample's mean is Binomial(5, 0.6) / 5, whose 2.5 % and 97.5 % quantiles are
+    # 0.2 (P(0 wins) = 1.0 %, P(<= 1) = 8.7 %) and 1.0 (P(<= 4 wins) = 92.2 %)
+    assert bootstrap_interval(np.asarray([0.0, 1.0, 1.0, 0.0, 1.0])) == (0.2, 1.0)
+    # 400 outcomes, 120 wins: the normal approximation, 0.3 -+ 1.96 sqrt(0.3 * 0.7 / 400) = 0.3 -+ 0.0449
+    lo, hi = bootstrap_interval(np.repeat([1.0, 0.0], [120, 280]))
+    np.testing.assert_allclose([lo, hi], [0.3 - 0.0449, 0.3 + 0.0449], atol=0.004)
+    assert all(np.isnan(bootstrap_interval(np.zeros(0))))
 
 
 def test_report_refuses_a_non_run_directory(tmp_path, capsys):

@@ -1,4 +1,5 @@
-"""The same step on meshes 8x1x1, 2x2x2 and 1x4x2 gives the loss and parameter delta of 1x1x1."""
+"""The same step on meshes 8x1x1, 2x2x2 and 1x4x2 gives the loss and parameter delta of 1x1x1 (PPO-clip;
+GGPO on 2x2x2)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from ggtrain.config import BatchConfig, MeshConfig, OptimizerConfig, TrainConfig
+from ggtrain.config import BatchConfig, LossConfig, MeshConfig, OptimizerConfig, TrainConfig
 from ggtrain.metrics import MetricAccumulator
 from ggtrain.sharding import param_shardings
 from ggtrain.train_step import metric_means
@@ -79,3 +80,44 @@ def test_mesh_shapes_agree_with_one_device(reference_run, shape):
             strict=True,
         ):
             assert m.sharding.is_equivalent_to(p.sharding, p.ndim)
+
+
+@pytest.mark.slow
+def test_ggpo_on_a_2x2x2_mesh_agrees_with_one_device(tiny_qwen2_dir):
+    """GGPO's pre-pass (per-group coefficients, mini-batch-wide T_tok) over rows sharded on data x fsdp,
+    parameters on fsdp x tensor: two steps (the second with the learner away from the reference) give
+    one device's metrics and parameters."""
+    if len(jax.devices()) < 8:
+        pytest.skip("needs XLA_FLAGS=--xla_force_host_platform_device_count=8 (set by conftest)")
+    lm = load_pretrained(tiny_qwen2_dir)
+    data = SyntheticBatches(seed=7, rows=32)
+    batches = [next(data), next(data)]
+    runs = {}
+    for shape, devices in [((1, 1, 1), jax.devices()[:1]), ((2, 2, 2), None)]:
+        config = TrainConfig(
+            loss=LossConfig(name="ggpo", ggpo_beta=0.5),
+            optimizer=OptimizerConfig(learning_rate=1e-3),
+            batch=BatchConfig(mini_batch_rows=32, micro_batch_rows=8),
+            mesh=MeshConfig(*shape),
+        )
+        updater = Updater.create(lm.config, lm.params, config, devices=devices)
+        steps = [metric_means(updater.update(b)) for b in batches]
+        runs[shape] = steps, jax.device_get(updater.state.params)
+    (one, one_params), (mesh, mesh_params) = runs[(1, 1, 1)], runs[(2, 2, 2)]
+    assert all(s["ggpo_kept_groups"] == 2.0 for s in one)  # both groups take part in both steps
+    assert one[1]["ggpo_abs_log_ratio"] > 0  # the second step sees s != s_ref
+    for a, b in zip(mesh, one, strict=True):
+        for key in ("loss", "ggpo_loss", "ggpo_J", "ggpo_t_tok", "ggpo_abs_log_ratio", "grad_norm"):
+            np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-7, err_msg=key)
+    lr, moved = 1e-3, []
+    for a, b, p0 in zip(
+        jax.tree_util.tree_leaves(mesh_params),
+        jax.tree_util.tree_leaves(one_params),
+        jax.tree_util.tree_leaves(lm.params),
+        strict=True,
+    ):
+        # Adam turns reduction-order noise on (near-)zero gradients (the key bias's is exactly zero in exact
+        # arithmetic) into a few percent of lr over two steps; real gradients move parameters ~2 lr
+        np.testing.assert_allclose(np.asarray(a) - np.asarray(p0), np.asarray(b) - np.asarray(p0), atol=0.05 * lr)
+        moved.append(np.max(np.abs(np.asarray(b) - np.asarray(p0))))
+    assert max(moved) > 1.5 * lr

@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from env_bridge.check import play_games  # noqa: E402
 from env_bridge.games import discover_games  # noqa: E402
+from experiments.bench.machine import machine_record  # noqa: E402
 
 
 def main() -> None:
@@ -46,6 +47,7 @@ def main() -> None:
                 "games": args.games,
                 "turns_per_game": args.turns,
                 "cpu_count": os.cpu_count(),
+                "machine": machine_record(),  # the workers are child processes with this environment
                 "runs": {
                     str(w): {k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
                     for w, r in runs.items()

