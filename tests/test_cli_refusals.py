@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ggtrain.cli import main
+from tests.conftest import CACHE_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 RING = ["--config", "graphgpo", "--config", "builtin_ring"]
@@ -157,7 +158,13 @@ def _truncate_arrays(step_dir: Path) -> None:
 
 
 def _env() -> dict[str, str]:
-    return os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
+    """One device, unbuffered output, and the tests' compilation cache (the child's compiles dominate)."""
+    cache = {
+        "JAX_COMPILATION_CACHE_DIR": CACHE_DIR,
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+    return os.environ | cache | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.mark.slow
@@ -254,7 +261,9 @@ def test_sigint_exits_130_unfinished_with_the_iteration_recorded_after_a_refusal
 @pytest.mark.slow
 def test_a_second_signal_exits_at_once(tmp_path):
     run = tmp_path / "run"
-    child = _start(run, "TrainConfig.iterations=200")
+    # iterations of a few seconds: the first request is still waiting for its safe point when the second comes
+    longer = ("RolloutConfig.groups_per_iteration=8", "RolloutConfig.group_size=8", "RolloutConfig.max_turns=12")
+    child = _start(run, "TrainConfig.iterations=200", *longer)
     _wait_for_checkpoint(child, run)
     child.send_signal(signal.SIGINT)
     assert child.stderr is not None
