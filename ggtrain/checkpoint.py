@@ -1,12 +1,14 @@
 """Checkpoints with orbax: the train state (three policies, optimizer state, step, PRNG key) plus a JSON
 record (data-iterator state, resolved config, metrics). Keep-last-N plus the best by a metric; async
 saves; restore onto any mesh (the caller's abstract state carries the target shardings); a corrupt or
-truncated latest checkpoint is reported by name and the previous one is used.
+truncated latest checkpoint is reported by name and the previous one is used; a checkpoint whose arrays
+do not fit the state to restore (another model or optimizer) is a configuration error, not a corrupt one.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,13 +16,65 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from ggtrain.config import CheckpointConfig
+from ggtrain.config import CheckpointConfig, ConfigError
 
 INDEX = "checkpoints.json"
 
 
-class CheckpointError(RuntimeError):
-    """No readable checkpoint (every candidate is named in the message)."""
+class CheckpointError(ConfigError):
+    """No readable checkpoint (every candidate is named in the message): a run that cannot continue is
+    refused like a bad input (exit 2), not reported as a failure of the trainer."""
+
+
+class CheckpointMismatch(ConfigError):
+    """A readable checkpoint whose arrays do not fit the state to restore: another model or optimizer."""
+
+
+def tree_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
+    """Every leaf's shape by its dotted path (``params.params.embedding``); dataclass fields, dict keys
+    and sequence positions name the same way, so a saved tree and its metadata compare."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {jax.tree_util.keystr(path, simple=True, separator="."): tuple(leaf.shape) for path, leaf in leaves}
+
+
+def shape_mismatch(stored: dict[str, tuple[int, ...]], wanted: dict[str, tuple[int, ...]], most: int = 3) -> str:
+    """What differs between a checkpoint's arrays and the state to restore ("" when they fit)."""
+    missing = [f"{k} missing" for k in sorted(set(wanted) - set(stored))]
+    extra = [f"{k} not in the model" for k in sorted(set(stored) - set(wanted))]
+    shapes = [f"{k} {stored[k]} != {wanted[k]}" for k in sorted(set(stored) & set(wanted)) if stored[k] != wanted[k]]
+    found = shapes + missing + extra
+    return ", ".join(found[:most]) + (f" (and {len(found) - most} more)" if len(found) > most else "")
+
+
+def _closed_loop_noise(error: BaseException | None) -> bool:
+    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+
+
+class _NeverRetrieved(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "exception was never retrieved" not in record.getMessage()
+
+
+def _quiet_failed_read_noise() -> None:
+    """A failed read leaves tensorstore callbacks that land on the asyncio loop orbax already closed:
+    each prints an 'Event loop is closed' traceback (through sys.unraisablehook or sys.excepthook, pages
+    of them), and asyncio logs the abandoned reads as 'exception was never retrieved'. Only those are
+    dropped (the read's own error is reported by name); any other exception still shows."""
+    if getattr(sys.unraisablehook, "drops_closed_loop_noise", False):
+        return
+    unraisable, excepthook = sys.unraisablehook, sys.excepthook
+
+    def on_unraisable(args: Any) -> None:
+        if not _closed_loop_noise(args.exc_value):
+            unraisable(args)
+
+    def on_exception(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        if not _closed_loop_noise(error):
+            excepthook(kind, error, tb)
+
+    on_unraisable.drops_closed_loop_noise = True  # type: ignore[attr-defined]
+    sys.unraisablehook, sys.excepthook = on_unraisable, on_exception
+    logging.getLogger("asyncio").addFilter(_NeverRetrieved())
 
 
 def abstract_like(tree: Any, shardings: Any = None) -> Any:
@@ -39,8 +93,10 @@ class CheckpointStore:
         options = ocp.CheckpointManagerOptions(
             max_to_keep=None, enable_async_checkpointing=config.async_save, create=True
         )
-        self.manager = ocp.CheckpointManager(self.directory, options=options)
-        self.failures: list[str] = []
+        # the handlers named up front: a new process reads a checkpoint's metadata without restoring it first
+        handlers = {"state": ocp.StandardCheckpointHandler(), "record": ocp.JsonCheckpointHandler()}
+        self.manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=handlers)
+        self.failures: list[str] = []  # "step N: why", one per unreadable checkpoint skipped
         # read once; afterwards every process updates its own copy the same way, so retention decisions
         # (collective deletes) agree across hosts without re-reading a file only process 0 writes
         path = self.directory / INDEX
@@ -99,22 +155,42 @@ class CheckpointStore:
         )
         return restored["state"], restored["record"]
 
+    def check_fits(self, step: int, abstract_state: Any) -> None:
+        """Raises :class:`CheckpointMismatch` when step ``step``'s arrays (read from its metadata) are not
+        the state's; a checkpoint whose metadata cannot be read is left for :meth:`restore` to report."""
+        try:
+            stored = tree_shapes(self.manager.item_metadata(step)["state"].tree)
+        except Exception:
+            return
+        mismatch = shape_mismatch(stored, tree_shapes(abstract_state))
+        if mismatch:
+            raise CheckpointMismatch(
+                f"checkpoint step {step} at {self.directory / str(step)} does not fit the model and optimizer"
+                f" (another ModelSpec.path model or checkpoint?): {mismatch}"
+            )
+
     def restore_latest(self, abstract_state: Any) -> tuple[int, Any, dict[str, Any]] | None:
-        """The newest readable checkpoint; unreadable ones are reported by name and skipped."""
+        """The newest readable checkpoint; unreadable ones are skipped, each recorded in ``failures`` and
+        logged once an older one is read. Raises :class:`CheckpointMismatch` for one that reads but does
+        not fit, and :class:`CheckpointError` naming every step and why when none is readable."""
         self.manager.wait_until_finished()
         self.manager.reload()
         steps = self.steps()
+        _quiet_failed_read_noise()  # before any read: the noise starts while a read's error propagates
         for step in reversed(steps):
+            self.check_fits(step, abstract_state)
             try:
                 state, record = self.restore(step, abstract_state)
-                return step, state, record
             except Exception as error:
-                message = (
-                    f"checkpoint step {step} at {self.directory / str(step)} is unreadable "
-                    f"({type(error).__name__}: {str(error).splitlines()[0][:200]}); trying the previous one"
+                why = (str(error).strip().splitlines() or [""])[0][:200]
+                self.failures.append(
+                    f"checkpoint step {step} at {self.directory / str(step)} is unreadable"
+                    f" ({type(error).__name__}: {why})"
                 )
-                self.failures.append(message)
-                self.log(message)
+                continue
+            for failure in self.failures:
+                self.log(f"{failure}; using step {step}")
+            return step, state, record
         if steps:
             raise CheckpointError(f"no readable checkpoint in {self.directory}: " + "; ".join(self.failures))
         return None

@@ -1,4 +1,10 @@
-"""The ``ggtrain`` command line."""
+"""The ``ggtrain`` command line.
+
+Exit status: 0 finished; 2 bad input or configuration (one line naming the value; for ``train``, before
+anything is written), a run directory that cannot be written, or no readable checkpoint to resume; 1 an
+internal failure (its traceback on stderr, and for ``train`` a ``failed`` event in the manifest);
+128 + signal (130 SIGINT, 143 SIGTERM) a run stopped by a signal, its last iteration checkpointed.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -151,21 +158,25 @@ def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
 
 
 def _bindings(bindings: list[str]) -> list[str]:
+    from ggtrain.config import ConfigError
+
     for b in bindings:
         if "=" not in b or not b.partition("=")[0].strip():
-            raise ValueError(f"--set {b!r}: expected KEY=VALUE (e.g. --set RolloutConfig.max_turns=4)")
+            raise ConfigError(f"--set {b!r}: expected KEY=VALUE (e.g. --set RolloutConfig.max_turns=4)")
     return bindings
 
 
 def _profile_iterations(text: str | None) -> frozenset[int]:
+    from ggtrain.config import ConfigError
+
     try:
         iterations = frozenset(int(x) for x in (text or "").split(",") if x.strip())
     except ValueError:
-        raise ValueError(
+        raise ConfigError(
             f"--profile {text!r}: expected comma-separated iteration numbers, e.g. --profile 2,3"
         ) from None
     if any(i < 1 for i in iterations):
-        raise ValueError(f"--profile {text!r}: iterations are 1-based")
+        raise ConfigError(f"--profile {text!r}: iterations are 1-based")
     return iterations
 
 
@@ -175,7 +186,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import jax
 
     from ggtrain.distributed import DistributedSpec, PeerTimeout, fail_fast, initialize
-    from ggtrain.train_loop import train
+    from ggtrain.train_loop import Interrupted, train
 
     host = initialize(
         DistributedSpec.from_env(
@@ -198,39 +209,68 @@ def cmd_train(args: argparse.Namespace) -> int:
         except PeerTimeout as error:
             fail_fast(error)
     profile = _profile_iterations(args.profile)
-    summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile, host=host)
+    try:
+        summary = train(config, run_dir, resume=bool(args.resume), profile_iterations=profile, host=host)
+    except Interrupted as stopped:  # not finished: a scheduler that requeues on 128 + signal resumes it
+        if jax.process_index() == 0:
+            print(json.dumps({"run_dir": str(run_dir), "interrupted": stopped.signal, "iteration": stopped.iteration}))
+        return stopped.exit_code
     if jax.process_index() == 0:
         print(json.dumps({"run_dir": str(run_dir), "last_iteration": summary}))
     return 0
+
+
+def _model_dir(name: str, binding: str) -> Path:
+    from ggtrain.config import ConfigError
+    from ggtrain.policies import resolve_model
+
+    try:
+        return resolve_model(name)
+    except ValueError as error:
+        raise ConfigError(f"{binding} {name!r}: {error}") from None
+
+
+def _check_eval_args(args: argparse.Namespace) -> None:
+    from ggtrain.config import ConfigError
+
+    if bool(args.run) == bool(args.model):
+        raise ConfigError("give exactly one of --run RUN_DIR or --model PATH")
+    if args.games < 1:
+        raise ConfigError(f"--games {args.games}: expected at least 1 game")
+    if args.temperature is not None and args.temperature < 0:
+        raise ConfigError(f"--temperature {args.temperature}: expected at least 0")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
     from env_bridge.worker_pool import EnvPool
-    from ggtrain.evaluate import eval_games, evaluate, write_outcomes
-    from ggtrain.policies import resolve_model
+    from ggtrain.config import ConfigError, check_values
+    from ggtrain.evaluate import evaluate, write_outcomes
+    from ggtrain.run import evaluation_games
     from models import load_pretrained
 
-    if bool(args.run) == bool(args.model):
-        raise ValueError("give exactly one of --run RUN_DIR or --model PATH")
+    _check_eval_args(args)
     config = _run_config(args) if args.run else _resolve(args)
+    check_values(config)
+    games = evaluation_games(config, args.split, args.games)
     if args.run:
         from ggtrain.checkpoint import CheckpointStore
         from ggtrain.update_loop import Updater
 
-        lm = load_pretrained(resolve_model(config.model.path))
+        lm = load_pretrained(_model_dir(config.model.path, "the run's ModelSpec.path"))
         updater = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
         store = CheckpointStore(Path(args.run) / "checkpoints", config.checkpoint)
-        restored = store.restore_latest(updater.abstract_state())
-        store.close()
+        try:
+            restored = store.restore_latest(updater.abstract_state())
+        finally:
+            store.close()
         if restored is None:
-            raise ValueError(f"--run {args.run}: no checkpoint to evaluate")
+            raise ConfigError(f"--run {args.run}: no checkpoint to evaluate")
         params, step = restored[1].params, int(restored[2].get("iteration", restored[0]))
     else:
-        lm = load_pretrained(resolve_model(args.model))
+        lm = load_pretrained(_model_dir(args.model, "--model"))
         params, step = lm.params, 0
-    games = eval_games(config, args.split, args.games)
     with EnvPool(config.rollout.env, config.rollout.workers) as pool:
         summary, records = evaluate(
             config, lm.config, params, lm.tokenizer, games, args.seeds, pool, temperature=args.temperature
@@ -354,8 +394,9 @@ def _add_train_parser(sub: Subparsers) -> None:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    from env_bridge.games import discover_games
     from ggtrain.config import ConfigError
-    from ggtrain.policies import resolve_model
+    from ggtrain.run import alfworld_games
     from ggtrain.sft import sft
     from ggtrain.sft_data import mix_uniform, read_jsonl, walkthrough_records
 
@@ -363,10 +404,11 @@ def cmd_sft(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.resume and not (out / "sft_run" / "config.json").exists():
         raise ConfigError(f"--resume: {out} holds no SFT run (no sft_run/config.json)")
-    model_dir = resolve_model(config.model.path)
+    model_dir = _model_dir(config.model.path, "ModelSpec.path")
     if args.data:
         records = read_jsonl(Path(args.data))
     else:
+        alfworld_games(config, lambda: discover_games(args.walkthroughs, config.data_dir or None))
         records = walkthrough_records(
             args.walkthroughs, config.rollout, config.data_dir, config.sft.walkthrough_games, config.seed
         )
@@ -464,13 +506,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# commands whose whole work is reading the inputs they are given: any ValueError / FileNotFoundError is
+# about those inputs. In train, eval and sft only a ConfigError (raised by a check) is the user's input.
+INPUT_COMMANDS = ("advantages", "model", "env", "report")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, FileNotFoundError) as error:
+    except KeyboardInterrupt:  # Ctrl-C before a run took the signals over (or outside one)
+        print(f"ggtrain {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        from ggtrain.config import ConfigError  # here, not at the top: `ggtrain --help` stays jax-free
+
+        input_error = (ValueError, FileNotFoundError) if args.command in INPUT_COMMANDS else ConfigError
+        if not isinstance(error, input_error):
+            return _internal_failure(args.command)
         print(f"ggtrain {args.command}: error: {error}", file=sys.stderr)
         return 2
+
+
+def _internal_failure(command: str) -> int:
+    """A failure that is not the user's input: the whole traceback stays on stderr (the run's log)."""
+    traceback.print_exc()
+    print(f"ggtrain {command}: internal error (traceback above); exit 1", file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":

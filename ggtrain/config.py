@@ -203,6 +203,98 @@ def _check_types(obj: Any, prefix: str = "") -> None:
             raise ConfigError(f"{name} = {value!r}: expected one of {choices}")
 
 
+# the smallest allowed value of each numeric field (TrainConfig's attribute path); ``ABOVE_ZERO`` must be > 0
+AT_LEAST: dict[str, float] = {
+    "seed": 0,
+    "iterations": 0,
+    "rollout.groups_per_iteration": 1,
+    "rollout.group_size": 1,
+    "rollout.max_turns": 1,
+    "rollout.max_prompt_tokens": 1,
+    "rollout.max_new_tokens": 1,
+    "rollout.temperature": 0,
+    "rollout.top_k": 0,
+    "rollout.history_length": 0,
+    "rollout.workers": 1,
+    "rollout.retries": 0,
+    "batch.mini_batch_rows": 1,
+    "batch.micro_batch_rows": 1,
+    "batch.epochs": 1,
+    "eval.games": 1,
+    "eval.every": 0,
+    "eval.temperature": 0,
+    "eval.max_turns": 1,
+    "optimizer.learning_rate": 0,
+    "optimizer.weight_decay": 0,
+    "optimizer.warmup_steps": 0,
+    "optimizer.total_steps": 1,
+    "loss.clip_low": 0,
+    "loss.clip_high": 0,
+    "loss.dual_clip": 1,
+    "loss.kl_coef": 0,
+    "policies.reference_refresh_every": 0,
+    "policies.behavior_sync_every": 0,
+    "checkpoint.keep_last": 0,
+}
+ABOVE_ZERO = ("rollout.top_p", "rollout.step_timeout_s", "loss.temperature", "optimizer.grad_clip", "optimizer.eps")
+AT_MOST: dict[str, float] = {"rollout.top_p": 1}
+
+
+def _field(config: TrainConfig, path: str) -> tuple[str, Any]:
+    """``("RolloutConfig.group_size", 8)`` for ``"rollout.group_size"``: the binding's name and value."""
+    section, _, name = path.rpartition(".")
+    owner = getattr(config, section) if section else config
+    return f"{type(owner).__name__}.{name}", getattr(owner, name)
+
+
+def _choices() -> dict[str, tuple[str, ...]]:
+    """The names a string field may take, from the registries that define them (imported here, late:
+    they import this module)."""
+    from ggtrain.losses import LOSSES
+    from ggtrain.optim import SCHEDULES
+    from ggtrain.ppo import AGGREGATIONS, KL_TYPES
+    from graph import ESTIMATORS
+
+    dtypes = ("float32", "bfloat16", "float16")
+    return {
+        "estimator": tuple(sorted(ESTIMATORS)),
+        "loss.name": tuple(sorted(LOSSES)),
+        "loss.aggregation": AGGREGATIONS,
+        "loss.kl_type": KL_TYPES,
+        "optimizer.schedule": SCHEDULES,
+        "checkpoint.best_mode": ("max", "min"),
+        "model.param_dtype": dtypes,
+        "model.dtype": dtypes,
+    }
+
+
+def check_values(config: TrainConfig) -> None:
+    """Every field's range and choices and the batch's divisibility: what a run would otherwise find out
+    part-way through (an unknown estimator at the first advantage, a zero turn limit at the first rollout)."""
+    for path, least in AT_LEAST.items():
+        name, value = _field(config, path)
+        if value < least:
+            raise ConfigError(f"{name} = {value!r}: expected at least {least}")
+    for path in ABOVE_ZERO:
+        name, value = _field(config, path)
+        if not value > 0:
+            raise ConfigError(f"{name} = {value!r}: expected more than 0")
+    for path, most in AT_MOST.items():
+        name, value = _field(config, path)
+        if value > most:
+            raise ConfigError(f"{name} = {value!r}: expected at most {most}")
+    for path, choices in _choices().items():
+        name, value = _field(config, path)
+        if value not in choices:
+            raise ConfigError(f"{name} = {value!r}: expected one of {', '.join(choices)}")
+    batch = config.batch
+    if batch.mini_batch_rows % batch.micro_batch_rows:
+        raise ConfigError(
+            f"BatchConfig.mini_batch_rows = {batch.mini_batch_rows} is not a multiple of"
+            f" BatchConfig.micro_batch_rows = {batch.micro_batch_rows}"
+        )
+
+
 def resolve_config(files: Sequence[str | Path] = (), bindings: Sequence[str] = ()) -> TrainConfig:
     """Parses gin files and ``KEY=VALUE`` bindings into a checked, frozen :class:`TrainConfig`."""
     for f in files:

@@ -71,11 +71,13 @@ class Manifest:
 
     @classmethod
     def open(cls, run_dir: Path, config: dict[str, Any], seeds: dict[str, int]) -> Manifest:
-        """Creates the manifest, or reopens it on resume (a restart is logged, the first start kept)."""
+        """Creates the manifest, or reopens it on resume: a restart is logged, the first start kept, and
+        ``ended`` cleared until the run finishes again (a resume may add iterations)."""
         path = run_dir / "manifest.json"
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         if path.exists():
             manifest = cls(path, json.loads(path.read_text()))
+            manifest.data["ended"] = None
             manifest.event("restart", command=sys.argv)
             return manifest
         data = {

@@ -1,19 +1,23 @@
 """An opened training run: everything one ``train`` call holds open, built in one place and closed in one.
 
-:meth:`OpenedRun.open` checks the configuration before anything is written, then opens the manifest, the
-checkpoint store (restoring the latest checkpoint on resume), the metrics writer, the updater, the
-environment pool, the rollout driver and the sampler, and takes over SIGTERM / SIGINT so a stop request
-ends the iteration cleanly. :meth:`OpenedRun.close` releases them in reverse.
+:func:`preflight` checks the whole configuration, the game lists, the model and the run directory before
+anything is written; :meth:`OpenedRun.open` then loads the model, restores the latest checkpoint on resume
+(one that does not fit the model is refused before anything is written), opens the manifest, the metrics
+writer, the environment pool, the rollout driver and the sampler, and takes over SIGTERM / SIGINT so a
+stop request ends the iteration cleanly. :meth:`OpenedRun.close` releases them in reverse.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import json
+import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +26,8 @@ import jax
 from env_bridge.games import discover_games
 from env_bridge.rollout import RolloutDriver
 from env_bridge.worker_pool import EnvPool
-from ggtrain.checkpoint import CheckpointStore
-from ggtrain.config import TrainConfig, config_to_dict, write_resolved_config
+from ggtrain.checkpoint import CheckpointError, CheckpointStore
+from ggtrain.config import ConfigError, TrainConfig, check_values, config_to_dict, write_resolved_config
 from ggtrain.evaluate import EvalGame, eval_games
 from ggtrain.fault_injection import Fault, fault_from_env
 from ggtrain.host_exchange import HostExchange
@@ -32,47 +36,154 @@ from ggtrain.metrics import MetricsWriter, truncate_metrics
 from ggtrain.policies import resolve_model
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
 from ggtrain.seeds import RunSeeds
+from ggtrain.sharding import make_mesh
 from ggtrain.update_loop import Updater
 from models import load_pretrained
 from models.sampler import Sampler, SamplingParams
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# what an OSError writing into the run directory means: it cannot be written (full, read-only, not a folder)
+UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST)
 
 
 @dataclasses.dataclass
 class StopFlag:
-    """A signal handler that only records the request: the loop stops at the next safe point."""
+    """A signal handler that only records the request: the loop stops at the next safe point. The
+    first request hands both stop signals back to the operating system, so a second one ends the
+    process at once (its default action), whatever the loop is doing."""
 
     requested: str = ""
 
     def __call__(self, signum: int, _frame: Any) -> None:
         self.requested = signal.Signals(signum).name
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_DFL)
+        print(
+            f"ggtrain: {self.requested}: stopping at the next safe point (send it again to exit at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+class RunDirError(ConfigError):
+    """The run directory cannot be written (not a folder, read-only, or the disk is full)."""
 
 
 def log_to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def alfworld_games(config: TrainConfig, find: Callable[[], Any]) -> Any:
+    """``find()`` (a discovery of ALFWorld games) with a missing or empty data folder refused by the
+    binding that chooses it."""
+    try:
+        return find()
+    except (ValueError, FileNotFoundError) as error:
+        if config.data_dir:
+            raise ConfigError(f"TrainConfig.data_dir = {config.data_dir!r}: {error}") from None
+        raise ConfigError(f"{error}; or set TrainConfig.data_dir (--set TrainConfig.data_dir=PATH)") from None
+
+
 def training_games(config: TrainConfig) -> list[str]:
     if config.rollout.env == "builtin":
         return list(config.rollout.builtin_games)
-    games = discover_games(config.rollout.split, config.data_dir or None, config.rollout.task_types or None)
-    return [str(g.path) for g in games]
+    rollout = config.rollout
+    found = alfworld_games(
+        config, lambda: discover_games(rollout.split, config.data_dir or None, rollout.task_types or None)
+    )
+    return [str(g.path) for g in found]
 
 
-def check_config(config: TrainConfig, processes: int) -> None:
-    """The checks that need the process count; they fail before anything is written."""
+def evaluation_games(config: TrainConfig, split: str, count: int) -> list[EvalGame]:
+    return list(alfworld_games(config, lambda: eval_games(config, split, count)))
+
+
+def model_directory(config: TrainConfig) -> Path:
+    try:
+        return resolve_model(config.model.path)
+    except ValueError as error:
+        raise ConfigError(f"ModelSpec.path = {config.model.path!r}: {error}") from None
+
+
+def check_config(config: TrainConfig, processes: int, devices: list[jax.Device]) -> None:
+    """The whole resolved configuration: every field's range and choices (``check_values``), and what
+    needs the job's ``processes`` and ``devices``. Called before anything is written."""
+    check_values(config)
     if config.rollout.groups_per_iteration < processes:
-        raise ValueError(
+        raise ConfigError(
             f"RolloutConfig.groups_per_iteration = {config.rollout.groups_per_iteration} is fewer than the"
             f" {processes} processes: every host plays at least one whole task group"
         )
     group_rows = config.rollout.group_size * config.rollout.max_turns
     if config.loss.name == "ggpo" and config.batch.mini_batch_rows < group_rows:
-        raise ValueError(
+        raise ConfigError(
             f"BatchConfig.mini_batch_rows = {config.batch.mini_batch_rows} is below a task group's"
             f" {group_rows} possible turns (group_size x max_turns): GGPO batches every group whole"
         )
+    mesh = config.mesh
+    try:
+        shape = make_mesh(mesh, devices).devices.shape  # the mesh the updater builds, on the same devices
+    except ValueError:
+        raise ConfigError(
+            f"MeshConfig data = {mesh.data}, fsdp = {mesh.fsdp}, tensor = {mesh.tensor} does not fit the"
+            f" {len(devices)} device(s) (data x fsdp x tensor must be the device count; data = -1 fills it)"
+        ) from None
+    if config.batch.mini_batch_rows % (shape[0] * shape[1]):
+        raise ConfigError(
+            f"BatchConfig.mini_batch_rows = {config.batch.mini_batch_rows} does not split over the"
+            f" {shape[0] * shape[1]} row shards (MeshConfig data x fsdp)"
+        )
+
+
+def check_writable(run_dir: Path) -> None:
+    """Refuses a run directory that cannot be made: its nearest existing folder is a file, or read-only."""
+    existing = run_dir.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RunDirError(f"run directory {run_dir}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunDirError(f"run directory {run_dir}: {existing} is not writable")
+
+
+def unwritable(error: OSError, run_dir: Path) -> RunDirError | None:
+    """The one-line error for an OSError that means the run directory cannot be written, else None."""
+    name = error.filename if isinstance(error.filename, str) else None
+    inside = name is not None and Path(name).absolute().is_relative_to(run_dir.absolute())
+    if error.errno in (errno.ENOSPC, errno.EDQUOT) or (inside and error.errno in UNWRITABLE):
+        return RunDirError(f"run directory {run_dir}: cannot write {name or 'it'} ({error.strerror or error})")
+    return None
+
+
+@contextlib.contextmanager
+def writing_to(run_dir: Path) -> Iterator[None]:
+    """Turns an OSError that means the run directory cannot be written into its one-line error."""
+    try:
+        yield
+    except OSError as error:
+        refused = unwritable(error, run_dir)
+        if refused is None:
+            raise
+        raise refused from error
+
+
+def preflight(
+    config: TrainConfig, run_dir: Path, resume: bool, host: HostExchange
+) -> tuple[list[str], list[EvalGame], Path, Fault | None]:
+    """Everything that can refuse the run, before anything is written: the configuration, the game
+    lists, the model directory, the run directory. Returns the games, evaluation games, model, fault."""
+    if (run_dir / "checkpoints").exists() and not resume:
+        raise ConfigError(f"run directory {run_dir} already has checkpoints; pass --resume to continue it")
+    check_config(config, host.process_count, jax.devices())
+    try:
+        fault = fault_from_env()
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    games = training_games(config)  # the games first: a missing data folder fails before a model build
+    evaluation = evaluation_games(config, config.eval.split, config.eval.games)
+    model_dir = model_directory(config)
+    check_writable(run_dir)
+    return games, evaluation, model_dir, fault
 
 
 def record_inputs(
@@ -123,33 +234,18 @@ class OpenedRun:
 
     @classmethod
     def open(cls, config: TrainConfig, run_dir: Path, resume: bool, progress: bool, host: HostExchange) -> OpenedRun:
-        if (run_dir / "checkpoints").exists() and not resume:
-            raise ValueError(f"run directory {run_dir} already has checkpoints; pass --resume to continue it")
-        check_config(config, host.process_count)
-        fault = fault_from_env()
-        # everything that can fail on a bad configuration happens before anything is written
-        games = training_games(config)  # the games first: a missing data folder fails before a model build
-        evaluation = eval_games(config, config.eval.split, config.eval.games)
-        model_dir = resolve_model(config.model.path)
+        games, evaluation, model_dir, fault = preflight(config, run_dir, resume, host)
         seeds = RunSeeds(config.seed)
         main = host.process_index == 0
-        manifest = Manifest.open(run_dir, config_to_dict(config), seeds.manifest())
-        stored = run_dir / "config.json"
-        if main and not stored.exists():
-            write_resolved_config(config, run_dir)  # never rewritten: the run's configuration of record
-        elif main and json.loads(stored.read_text())["iterations"] != config.iterations:
-            manifest.event("iterations_changed", iterations=config.iterations)
-        record_inputs(manifest, config, model_dir, games, evaluation)
         log = log_to_stderr if main else (lambda message: None)
         lm = load_pretrained(model_dir, config.model.param_dtype, config.model.dtype)
         updater = Updater.create(lm.config.replace(remat=config.model.remat), lm.params, config)
         tokenizer, model_config = lm.tokenizer, lm.config
         del lm  # the updater holds its own (sharded) copies; the loaded parameters are not needed again
-        store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
-        start = restore(store, updater, run_dir, log) if resume else 0
-        for failure in store.failures:
-            manifest.event("checkpoint_unreadable", message=failure)
-        writer = MetricsWriter(run_dir)
+        with writing_to(run_dir):
+            store, start, manifest = open_records(config, run_dir, resume, updater, seeds, log)
+            record_inputs(manifest, config, model_dir, games, evaluation)
+            writer = MetricsWriter(run_dir)
         stop = StopFlag()
         previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
         rollout = config.rollout
@@ -189,6 +285,46 @@ class OpenedRun:
 
     def end(self) -> None:
         self.manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+
+def open_records(
+    config: TrainConfig, run_dir: Path, resume: bool, updater: Updater, seeds: RunSeeds, log: Callable[[str], None]
+) -> tuple[CheckpointStore, int, Manifest]:
+    """The checkpoint store, the iteration to start at and the manifest. A new run writes its manifest
+    and config.json first (a refusal then leaves no checkpoints folder in the way of the corrected
+    command); a resumed one restores first, so a checkpoint that does not fit the model is refused with
+    the run directory unchanged. With no readable checkpoint the manifest records each one and why."""
+    if not resume:
+        manifest = open_manifest(config, run_dir, seeds)
+        return CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log), 0, manifest
+    store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
+    try:
+        start = restore(store, updater, run_dir, log)
+    except CheckpointError:
+        manifest = open_manifest(config, run_dir, seeds)
+        for failure in store.failures:
+            manifest.event("checkpoint_unreadable", message=failure)
+        manifest.event("no_readable_checkpoint", checkpoints=str(store.directory))
+        store.close()
+        raise
+    except BaseException:
+        store.close()
+        raise
+    manifest = open_manifest(config, run_dir, seeds)
+    for failure in store.failures:
+        manifest.event("checkpoint_unreadable", message=failure)
+    return store, start, manifest
+
+
+def open_manifest(config: TrainConfig, run_dir: Path, seeds: RunSeeds) -> Manifest:
+    """The manifest (a restart event on resume) and, once, config.json: the run's configuration of record."""
+    manifest = Manifest.open(run_dir, config_to_dict(config), seeds.manifest())
+    stored = run_dir / "config.json"
+    if jax.process_index() == 0 and not stored.exists():
+        write_resolved_config(config, run_dir)
+    elif jax.process_index() == 0 and json.loads(stored.read_text())["iterations"] != config.iterations:
+        manifest.event("iterations_changed", iterations=config.iterations)
+    return manifest
 
 
 def restore(store: CheckpointStore, updater: Updater, run_dir: Path, log: Callable[[str], None]) -> int:

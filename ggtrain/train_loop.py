@@ -1,5 +1,7 @@
 """``ggtrain train``: rollout (behavior policy) -> advantages (graph/) -> update -> evaluation ->
-checkpoint, one iteration at a time; resumable; SIGTERM / Ctrl-C checkpoint and exit cleanly.
+checkpoint, one iteration at a time; resumable. SIGTERM / Ctrl-C stop at the next safe point with the
+last completed iteration checkpointed (:class:`Interrupted`, exit 128 + signal); any other failure is
+recorded in the manifest and raised with its traceback; ``ended`` is set only when every iteration ran.
 
 On several hosts (``ggtrain.distributed``) every host runs this same loop: each plays its share of the
 task groups (whole groups), the shares are exchanged so every host holds the global batch and computes
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ from ggtrain.distributed import fail_fast
 from ggtrain.evaluate import evaluate, summarize_outcomes, write_outcomes
 from ggtrain.host_exchange import HostExchange, PeerTimeout
 from ggtrain.metrics import MetricAccumulator
-from ggtrain.run import OpenedRun, StopFlag, training_games
+from ggtrain.run import OpenedRun, StopFlag, training_games, unwritable
 from ggtrain.seeds import EVALUATION_SEEDS
 from ggtrain.sharding import host_local_copy
 from graph import compute_advantages_with_diagnostics
@@ -38,7 +42,17 @@ ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "val
 
 
 class Interrupted(Exception):
-    pass
+    """A stop signal ended the run early. ``signal`` is its name; ``iteration`` the last completed (and
+    checkpointed) iteration, -1 while the loop has not said; ``exit_code`` is 128 + the signal number,
+    the status a shell reports for a process the signal ended, so schedulers requeue it."""
+
+    def __init__(self, signal_name: str, iteration: int = -1):
+        super().__init__(signal_name)
+        self.signal, self.iteration = signal_name, iteration
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + signal.Signals[self.signal].value
 
 
 @dataclasses.dataclass
@@ -62,9 +76,12 @@ def train(
 ) -> dict[str, Any]:
     """Runs (or resumes) a training run; returns the last iteration's metrics. ``profile_iterations``
     (1-based) are traced with ``jax.profiler`` into ``RUN_DIR/profile`` (TensorBoard / Perfetto).
-    ``host`` is the exchange :func:`ggtrain.distributed.initialize` returned (default: the job as jax sees it)."""
+    ``host`` is the exchange :func:`ggtrain.distributed.initialize` returned (default: the job as jax sees it).
+    Raises :class:`Interrupted` after a stop signal, ``RunDirError`` when the run directory cannot be
+    written, and any other failure as it came, each recorded in the manifest first."""
     run = OpenedRun.open(config, Path(run_dir), resume, progress, HostExchange.from_runtime() if host is None else host)
     last: dict[str, Any] = {}
+    done = run.start  # iterations completed (and checkpointed)
     try:
         if run.start == 0 and config.eval.at_start and not (run.run_dir / "eval" / "iteration_0000.jsonl").exists():
             run.log(f"eval at step 0: {evaluate_policy(run, -1):.3f}")
@@ -72,19 +89,44 @@ def train(
             run.log(f"ggtrain: {run.run_dir} has finished all {config.iterations} iterations: nothing to do")
         for iteration in range(run.start, config.iterations):
             last = run_iteration(run, iteration, profiling=iteration + 1 in profile_iterations)
-            stop_if_requested(run)
+            done = iteration + 1
+            if done < config.iterations:  # a request during the last iteration finds the run finished
+                stop_if_requested(run)
     except (Interrupted, KeyboardInterrupt) as reason:
-        run.manifest.event("interrupted", signal=str(reason) or "SIGINT", iteration=int(run.updater.state.step))
-        run.log(f"ggtrain: {reason or 'interrupt'}: the last completed iteration is checkpointed; resume with --resume")
+        stopped = Interrupted(str(reason) or "SIGINT", done)
+        run.manifest.event("interrupted", signal=stopped.signal, iteration=done)
+        run.log(f"ggtrain: {stopped.signal}: stopped after iteration {done} (checkpointed); resume with --resume")
+        raise stopped from None
     except PeerTimeout as error:
         # the peer cannot join the collective shutdown, checkpoint wait or pool close: stop now
         run.manifest.event("peer_timeout", message=str(error), missing=error.missing)
         run.pool.close()
         fail_fast(error)
+    except OSError as error:
+        refused = unwritable(error, run.run_dir)
+        record_failure(run, refused or error, done)
+        if refused is None:
+            raise
+        raise refused from error
+    except Exception as error:
+        record_failure(run, error, done)
+        raise
     finally:
         run.close()
     run.end()
     return last
+
+
+def record_failure(run: OpenedRun, error: BaseException, done: int) -> None:
+    """The manifest's ``failed`` event: what went wrong, after how many iterations, and the traceback
+    (best effort: a run directory that cannot be written cannot record it either)."""
+    with contextlib.suppress(OSError):
+        run.manifest.event(
+            "failed",
+            error=f"{type(error).__name__}: {error}",
+            iteration=done,
+            traceback=traceback.format_exc(),
+        )
 
 
 def run_iteration(run: OpenedRun, iteration: int, profiling: bool) -> dict[str, float]:
