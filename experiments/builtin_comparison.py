@@ -27,7 +27,7 @@ SEEDS = (0, 1, 2, 3, 4)
 
 
 def finished(run: Path) -> bool:
-    """Every configured iteration logged (an interrupted run also has an end time, but fewer iterations)."""
+    """Every configured iteration logged (an interrupted run has fewer, and no end time in its manifest)."""
     if not (run / "config.json").exists() or not (run / "metrics.jsonl").exists():
         return False
     iterations = json.loads((run / "config.json").read_text())["iterations"]
