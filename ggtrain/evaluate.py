@@ -78,7 +78,15 @@ def evaluate(
         result = driver.run([g.game for g in games], 1, policy, seed=seed, group_ids=game_ids, on_turn=on_turn)
         by_group = {e.group: e for e in result.episodes}
         records += [outcome_record(g, seed, by_group.get(i)) for i, g in zip(game_ids, games, strict=True)]
-    return summarize_outcomes(records), records
+    return summarize_outcomes(require_completed(records)), records
+
+
+def require_completed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records, unless none completed: a success rate of 0 from an environment that never played
+    (every worker dead, every game unloadable) would read as a measurement."""
+    if records and not any(r["completed"] for r in records):
+        raise RuntimeError(f"evaluation: none of the {len(records)} episodes completed (the environment failed)")
+    return records
 
 
 def outcome_record(game: EvalGame, seed: int, episode: Episode | None) -> dict[str, Any]:
@@ -103,6 +111,7 @@ def summarize_outcomes(records: list[dict[str, Any]]) -> dict[str, Any]:
         per_type.setdefault(r["task_type"], []).append(r["won"])
     summary = {
         "episodes": len(records),
+        "dropped": sum(not r.get("completed", True) for r in records),
         "success_rate": won / max(len(records), 1),
         "wilson95": [lo, hi],
         "per_task_type": {k: sum(v) / len(v) for k, v in sorted(per_type.items())},
