@@ -6,13 +6,13 @@ The TPU compiler in libtpu (the ``tpu`` extra) compiles for compile-only devices
 
     python experiments/compile_for.py --topology v5e:4x4 --model qwen2.5-1.5b --mesh 2,8,1 \\
         --micro-rows 16 --seq 2048 [--loss ppo_clip|ggpo] [--no-remat] [--dtype bfloat16] [--param-dtype float32] \\
-        [--prefill-chunk 512]
+        [--prefill-chunk 512] [--prefill-memory-only]
 
 The mesh uses every chip of the topology. The last line of stdout is one JSON object: the command,
 ``train_step`` (one micro-batch of ``--micro-rows`` global rows) and ``sampler`` (prefill, the prompt in
 ``--prefill-chunk``-token chunks as the sampler runs it, and one decode chunk at the reference sampling
 sizes), each with the compiler's per-chip memory, ``fits``, FLOPs, ``optimal_seconds``, a modeled MFU,
-the collectives by kind and the compile time.
+the collectives by kind and the compile time. ``--prefill-memory-only``: the prefill's memory alone.
 
 Memory comes from the real program (the layers scanned, as it runs). XLA's cost analysis counts a while
 loop's body once whatever its trip count, so FLOPs, bytes, ``optimal_seconds`` and collectives come from
@@ -113,7 +113,8 @@ def parse_mesh(text: str, chips: int) -> tuple[int, int, int]:
 
 @contextlib.contextmanager
 def unrolled_loops() -> Iterator[None]:
-    """The decoder's layer scan (``flax.linen.scan``) and the decode loop (``jax.lax.fori_loop``) unrolled,
+    """The decoder's layer scan (``flax.linen.scan``), the decode loop and the prefill's chunk loop
+    (``jax.lax.fori_loop``) unrolled,
     so the compiler's cost analysis sees every iteration (it counts a while body once)."""
     import flax.linen as nn
     import jax
@@ -316,7 +317,9 @@ def lower_sampler(
     return lowered_prefill, attempt, lowered_decode
 
 
-def sampler_report(plan: Plan, model: Any, devices: list, chip: tuple, prefill_chunk: int) -> dict:
+def sampler_report(
+    plan: Plan, model: Any, devices: list, chip: tuple, prefill_chunk: int, prefill_memory_only: bool = False
+) -> dict:
     from models.sampler import SamplingParams
 
     _, hbm_gib, peak = chip
@@ -331,22 +334,24 @@ def sampler_report(plan: Plan, model: Any, devices: list, chip: tuple, prefill_c
         "prefill_chunk_tokens": min(prefill_chunk, REFERENCE_PROMPT),
         "decode_chunk_steps": chunk,
     }
+    if prefill_memory_only:
+        return out | {"prefill": compile_memory(prefill, hbm_gib)}
+
+    def lower_at(index: int, steps: int, layers: int) -> Any:
+        return lower_sampler(model.replace(num_layers=layers), plan, devices, steps, prefill_chunk)[index]
+
     for name, attempt, steps, index in (("prefill", prefill, 1, 0), ("decode_chunk", try_compile(decode), chunk, 2)):
         memory = compile_memory(attempt, hbm_gib)
-        cost = extrapolated_cost(
-            lambda s, layers, i=index: lower_sampler(model.replace(num_layers=layers), plan, devices, s, prefill_chunk)[
-                i
-            ],
-            steps,
-            model.num_layers,
-        )
+        cost = extrapolated_cost(functools.partial(lower_at, index), steps, model.num_layers)
         out[name] = with_mfu(memory | cost, peak)
     return out
 
 
-def compile_for(topology: str, plan: Plan, model: Any, devices: list, prefill_chunk: int) -> dict:
+def compile_for(
+    topology: str, plan: Plan, model: Any, devices: list, prefill_chunk: int, prefill_memory_only: bool = False
+) -> dict:
     chip = CHIPS[devices[0].device_kind]
-    return {
+    report = {
         "topology": topology,
         "chip": chip[0],
         "chips": len(devices),
@@ -354,6 +359,10 @@ def compile_for(topology: str, plan: Plan, model: Any, devices: list, prefill_ch
         "hbm_gib_per_chip": chip[1],
         "peak_bf16_tflops_per_chip": chip[2] / 1e12,
         "plan": {k: v for k, v in dataclasses.asdict(plan).items() if k not in ("sample_batch", "sample_len")},
+    }
+    if prefill_memory_only:
+        return report | {"sampler": sampler_report(plan, model, devices, chip, prefill_chunk, True)}
+    return report | {
         "train_step": train_step_report(plan, model, devices, chip),
         "sampler": sampler_report(plan, model, devices, chip, prefill_chunk),
         "cost_note": "flops, bytes, optimal_seconds and collectives per chip, from 1- and 2-layer unrolled "
@@ -374,6 +383,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--param-dtype", default="float32", choices=sorted(DTYPE_BYTES))
     parser.add_argument(
         "--prefill-chunk", type=int, default=REFERENCE_PREFILL_CHUNK, help="prompt tokens per prefill step"
+    )
+    parser.add_argument(
+        "--prefill-memory-only",
+        action="store_true",
+        help="compile only the sampler's prefill, for its memory (one compile: no train step, no cost figures)",
     )
     return parser.parse_args(argv)
 
@@ -401,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = dataclasses.replace(plan, loss=args.loss)
     model = model_config(plan)
     command = "python experiments/compile_for.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    print(json.dumps({"command": command} | compile_for(args.topology, plan, model, devices, args.prefill_chunk)))
+    report = compile_for(args.topology, plan, model, devices, args.prefill_chunk, args.prefill_memory_only)
+    print(json.dumps({"command": command} | report))
     return 0
 
 
