@@ -6,7 +6,7 @@ The TPU compiler in libtpu (the ``tpu`` extra) compiles for compile-only devices
 
     python experiments/compile_for.py --topology v5e:4x4 --model qwen2.5-1.5b --mesh 2,8,1 \\
         --micro-rows 16 --seq 2048 [--loss ppo_clip|ggpo] [--no-remat] [--dtype bfloat16] [--param-dtype float32] \\
-        [--prefill-chunk 512] [--prefill-memory-only]
+        [--prefill-chunk 256] [--prefill-memory-only]
 
 The mesh uses every chip of the topology. The last line of stdout is one JSON object: the command,
 ``train_step`` (one micro-batch of ``--micro-rows`` global rows) and ``sampler`` (prefill, the prompt in
@@ -62,7 +62,7 @@ HLO_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 
 HLO_BYTES |= {"f64": 8, "s64": 8, "u64": 8}
 REFERENCE_ENVS = 128  # 16 task groups x 8 rollouts (RolloutConfig), spread over the hosts' samplers
 REFERENCE_PROMPT, REFERENCE_NEW = 2048, 512  # RolloutConfig.max_prompt_tokens, max_new_tokens
-REFERENCE_PREFILL_CHUNK = 512  # models.sampler.SamplingParams.prefill_chunk
+REFERENCE_PREFILL_CHUNK = 256  # models.sampler.SamplingParams.prefill_chunk
 MFU_LABEL = "compiler cost-model estimate (flops / optimal_seconds / chip peak bf16), not a measurement"
 
 

@@ -35,8 +35,9 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     chunk: int = 16
     # prompt tokens per prefill step: the attention scores of one step are [prefill_chunk, cache length],
-    # not [prompt bucket, cache length] (at 32 x 2,048 tokens those do not fit a 16 GiB chip)
-    prefill_chunk: int = 512
+    # not [prompt bucket, cache length]; for Qwen2.5-1.5B, 32 prompts of 2,048 tokens prefill on a 16 GiB
+    # v5e chip in 256-token chunks (14.3 GiB), not in 512 (16.5) or one pass (20.5 GiB of temporaries)
+    prefill_chunk: int = 256
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:

@@ -61,7 +61,7 @@ def test_train_step_compiles_for_v5e_with_state_sharded_over_fsdp_and_tensor(dev
 def test_sampler_prefill_and_decode_compile_for_v5e_on_the_training_mesh(devices):
     """One host: the sampler runs on the training mesh with the training parameter shardings (as
     ``host_local_copy`` leaves them), so its parameters take a quarter of their bytes per chip. The
-    prefill in 512-token chunks holds a fraction of the one-pass prefill's temporaries (the attention
+    prefill in 256-token chunks holds a fraction of the one-pass prefill's temporaries (the attention
     scores of 2,048 queries over the cache)."""
     _, (prefill, message, _), decode = lower_sampler(MODEL, PLAN, devices, steps=16)
     assert message is None and prefill is not None
