@@ -5,12 +5,14 @@ The TPU compiler in libtpu (the ``tpu`` extra) compiles for compile-only devices
 (``jax.ShapeDtypeStruct``), so nothing the size of the model is allocated.
 
     python experiments/compile_for.py --topology v5e:4x4 --model qwen2.5-1.5b --mesh 2,8,1 \\
-        --micro-rows 16 --seq 2048 [--loss ppo_clip|ggpo] [--no-remat] [--dtype bfloat16] [--param-dtype float32]
+        --micro-rows 16 --seq 2048 [--loss ppo_clip|ggpo] [--no-remat] [--dtype bfloat16] [--param-dtype float32] \\
+        [--prefill-chunk 256] [--prefill-memory-only]
 
-The mesh uses every chip of the topology. The last line of stdout is one JSON object: ``train_step`` (one
-micro-batch of ``--micro-rows`` global rows) and ``sampler`` (prefill and one decode chunk at the
-reference sampling sizes), each with the compiler's per-chip memory, ``fits``, FLOPs, ``optimal_seconds``,
-a modeled MFU, the collectives by kind and the compile time.
+The mesh uses every chip of the topology. The last line of stdout is one JSON object: the command,
+``train_step`` (one micro-batch of ``--micro-rows`` global rows) and ``sampler`` (prefill, the prompt in
+``--prefill-chunk``-token chunks as the sampler runs it, and one decode chunk at the reference sampling
+sizes), each with the compiler's per-chip memory, ``fits``, FLOPs, ``optimal_seconds``, a modeled MFU,
+the collectives by kind and the compile time. ``--prefill-memory-only``: the prefill's memory alone.
 
 Memory comes from the real program (the layers scanned, as it runs). XLA's cost analysis counts a while
 loop's body once whatever its trip count, so FLOPs, bytes, ``optimal_seconds`` and collectives come from
@@ -60,6 +62,7 @@ HLO_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 
 HLO_BYTES |= {"f64": 8, "s64": 8, "u64": 8}
 REFERENCE_ENVS = 128  # 16 task groups x 8 rollouts (RolloutConfig), spread over the hosts' samplers
 REFERENCE_PROMPT, REFERENCE_NEW = 2048, 512  # RolloutConfig.max_prompt_tokens, max_new_tokens
+REFERENCE_PREFILL_CHUNK = 256  # models.sampler.SamplingParams.prefill_chunk
 MFU_LABEL = "compiler cost-model estimate (flops / optimal_seconds / chip peak bf16), not a measurement"
 
 
@@ -110,7 +113,8 @@ def parse_mesh(text: str, chips: int) -> tuple[int, int, int]:
 
 @contextlib.contextmanager
 def unrolled_loops() -> Iterator[None]:
-    """The decoder's layer scan (``flax.linen.scan``) and the decode loop (``jax.lax.fori_loop``) unrolled,
+    """The decoder's layer scan (``flax.linen.scan``), the decode loop and the prefill's chunk loop
+    (``jax.lax.fori_loop``) unrolled,
     so the compiler's cost analysis sees every iteration (it counts a while body once)."""
     import flax.linen as nn
     import jax
@@ -264,10 +268,13 @@ def sampler_placement(model: Any, plan: Plan, devices: list) -> tuple[Any, Any, 
     return shardings, one, batch, f"one chip per host, full parameter copy ({hosts} hosts)"
 
 
-def lower_sampler(model: Any, plan: Plan, devices: list, steps: int) -> tuple[Any, tuple, Any]:
-    """``models.sampler``'s prefill (lowered, and its compile attempt) and one decode chunk of ``steps``
-    steps (lowered) from abstract inputs; the chunk takes the prefill's output shardings, as it does at run
-    time. Fresh jits of the same functions, so an unrolled trace never comes from the jit cache."""
+def lower_sampler(
+    model: Any, plan: Plan, devices: list, steps: int, prefill_chunk: int = REFERENCE_PREFILL_CHUNK
+) -> tuple[Any, tuple, Any]:
+    """``models.sampler``'s prefill in chunks of ``prefill_chunk`` prompt tokens (lowered, and its compile
+    attempt) and one decode chunk of ``steps`` steps (lowered) from abstract inputs; the chunk takes the
+    prefill's output shardings, as it does at run time. Fresh jits of the same functions, so an unrolled
+    trace never comes from the jit cache."""
     import jax
     import jax.numpy as jnp
 
@@ -277,10 +284,15 @@ def lower_sampler(model: Any, plan: Plan, devices: list, steps: int) -> tuple[An
     param_sh, inputs, batch, _ = sampler_placement(model, plan, devices)
     params = abstract_with(jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0))), param_sh)
     sds = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=inputs)
-    prefill = jax.jit(sampler._prefill.__wrapped__, static_argnums=(0, 4))
+    prefill = jax.jit(sampler._prefill.__wrapped__, static_argnums=(0, 4, 5))
     cache_len = REFERENCE_PROMPT + REFERENCE_NEW
     lowered_prefill = prefill.lower(
-        model, params, sds((batch, REFERENCE_PROMPT), jnp.int32), sds((batch, REFERENCE_PROMPT), jnp.bool_), cache_len
+        model,
+        params,
+        sds((batch, REFERENCE_PROMPT), jnp.int32),
+        sds((batch, REFERENCE_PROMPT), jnp.bool_),
+        cache_len,
+        prefill_chunk,
     )
     attempt = try_compile(lowered_prefill)
     out_shardings = jax.tree_util.tree_map(lambda _: inputs, lowered_prefill.out_info)
@@ -305,34 +317,41 @@ def lower_sampler(model: Any, plan: Plan, devices: list, steps: int) -> tuple[An
     return lowered_prefill, attempt, lowered_decode
 
 
-def sampler_report(plan: Plan, model: Any, devices: list, chip: tuple) -> dict:
+def sampler_report(
+    plan: Plan, model: Any, devices: list, chip: tuple, prefill_chunk: int, prefill_memory_only: bool = False
+) -> dict:
     from models.sampler import SamplingParams
 
     _, hbm_gib, peak = chip
     chunk = SamplingParams().chunk
     _, _, batch, placement = sampler_placement(model, plan, devices)
-    _, prefill, decode = lower_sampler(model, plan, devices, chunk)
+    _, prefill, decode = lower_sampler(model, plan, devices, chunk, prefill_chunk)
     out: dict = {
         "placement": placement,
         "environments_per_sampler": batch,
         "prompt_tokens": REFERENCE_PROMPT,
         "new_tokens": REFERENCE_NEW,
+        "prefill_chunk_tokens": min(prefill_chunk, REFERENCE_PROMPT),
         "decode_chunk_steps": chunk,
     }
+    if prefill_memory_only:
+        return out | {"prefill": compile_memory(prefill, hbm_gib)}
+
+    def lower_at(index: int, steps: int, layers: int) -> Any:
+        return lower_sampler(model.replace(num_layers=layers), plan, devices, steps, prefill_chunk)[index]
+
     for name, attempt, steps, index in (("prefill", prefill, 1, 0), ("decode_chunk", try_compile(decode), chunk, 2)):
         memory = compile_memory(attempt, hbm_gib)
-        cost = extrapolated_cost(
-            lambda s, layers, i=index: lower_sampler(model.replace(num_layers=layers), plan, devices, s)[i],
-            steps,
-            model.num_layers,
-        )
+        cost = extrapolated_cost(functools.partial(lower_at, index), steps, model.num_layers)
         out[name] = with_mfu(memory | cost, peak)
     return out
 
 
-def compile_for(topology: str, plan: Plan, model: Any, devices: list) -> dict:
+def compile_for(
+    topology: str, plan: Plan, model: Any, devices: list, prefill_chunk: int, prefill_memory_only: bool = False
+) -> dict:
     chip = CHIPS[devices[0].device_kind]
-    return {
+    report = {
         "topology": topology,
         "chip": chip[0],
         "chips": len(devices),
@@ -340,8 +359,12 @@ def compile_for(topology: str, plan: Plan, model: Any, devices: list) -> dict:
         "hbm_gib_per_chip": chip[1],
         "peak_bf16_tflops_per_chip": chip[2] / 1e12,
         "plan": {k: v for k, v in dataclasses.asdict(plan).items() if k not in ("sample_batch", "sample_len")},
+    }
+    if prefill_memory_only:
+        return report | {"sampler": sampler_report(plan, model, devices, chip, prefill_chunk, True)}
+    return report | {
         "train_step": train_step_report(plan, model, devices, chip),
-        "sampler": sampler_report(plan, model, devices, chip),
+        "sampler": sampler_report(plan, model, devices, chip, prefill_chunk),
         "cost_note": "flops, bytes, optimal_seconds and collectives per chip, from 1- and 2-layer unrolled "
         "compiles extrapolated to the full depth; memory from the real (scanned) program",
     }
@@ -358,6 +381,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-remat", action="store_true")
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPE_BYTES), help="the compute dtype")
     parser.add_argument("--param-dtype", default="float32", choices=sorted(DTYPE_BYTES))
+    parser.add_argument(
+        "--prefill-chunk", type=int, default=REFERENCE_PREFILL_CHUNK, help="prompt tokens per prefill step"
+    )
+    parser.add_argument(
+        "--prefill-memory-only",
+        action="store_true",
+        help="compile only the sampler's prefill, for its memory (one compile: no train step, no cost figures)",
+    )
     return parser.parse_args(argv)
 
 
@@ -369,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--model {args.model!r}: expected one of {sorted(model_presets())}")
         devices = topology_devices(args.topology)
         data, fsdp, tensor = parse_mesh(args.mesh, len(devices))
+        if args.prefill_chunk < 1 or args.prefill_chunk & (args.prefill_chunk - 1):
+            raise UsageError(f"--prefill-chunk {args.prefill_chunk}: expected a power of two")
         if args.micro_rows < 1 or args.micro_rows % (data * fsdp) or args.seq < 1:
             raise UsageError(
                 f"--micro-rows {args.micro_rows}: expected a positive multiple of data x fsdp = {data * fsdp}"
@@ -381,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     plan = dataclasses.replace(plan, loss=args.loss)
     model = model_config(plan)
-    print(json.dumps(compile_for(args.topology, plan, model, devices)))
+    command = "python experiments/compile_for.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    report = compile_for(args.topology, plan, model, devices, args.prefill_chunk, args.prefill_memory_only)
+    print(json.dumps({"command": command} | report))
     return 0
 
 

@@ -217,10 +217,12 @@ def compiled_memory(plan: Plan) -> dict[str, float]:
 
 
 def tpu_train_step_memory(plan: Plan, topology: str) -> dict:
-    """The train step compiled by the TPU compiler for ``topology`` (``experiments/compile_for.py``)."""
-    from experiments.compile_for import CHIPS, compile_memory, topology_devices, try_compile
+    """The train step compiled by the TPU compiler for ``topology`` (``experiments/compile_for.py``);
+    ``compile_for.UsageError`` if libtpu cannot build the topology or the plan's mesh does not use it."""
+    from experiments.compile_for import CHIPS, compile_memory, parse_mesh, topology_devices, try_compile
 
     devices = topology_devices(topology)
+    parse_mesh(f"{plan.data},{plan.fsdp},{plan.tensor}", len(devices))
     chip_gib = CHIPS[devices[0].device_kind][1]
     return compile_memory(try_compile(lower_train_step(plan, devices)), chip_gib)
 
@@ -241,7 +243,9 @@ def recommend(tpu_compile: bool = False) -> list[dict]:
                 if max(CALIBRATION * est["train_step_total"], est["sampler_params_and_kv_cache"]) <= 0.85 * gib:
                     if topology and tpu_compile:
                         compiled = tpu_train_step_memory(plan, topology)
-                        row["tpu_compiled_train_step_gib"] = compiled["peak_gib"]
+                        tried = {"mesh": [plan.data, plan.fsdp, plan.tensor], "param_dtype": plan.param_dtype}
+                        tried |= {"remat": plan.remat, "micro_batch_rows": plan.micro_rows, "compiled": compiled}
+                        row.setdefault("tpu_compiled_train_steps", []).append(tried)
                         if compiled["peak_gib"] is None or compiled["peak_gib"] > 0.85 * gib:
                             continue
                     row |= {
@@ -285,11 +289,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topology", default="", help="a TPU topology (e.g. v5e:4x4): compile with the TPU compiler")
     parser.add_argument("--tpu-compile", action="store_true", help="--recommend: check TPU rows with the TPU compiler")
     args = parser.parse_args(argv)
+    if args.topology or args.tpu_compile:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # compile-only TPU devices need no attached backend
     if args.recommend:
         for row in recommend(args.tpu_compile):
             print(json.dumps(row))
         return 0
-    data, fsdp, tensor = (int(x) for x in args.mesh.split(","))
+    try:
+        data, fsdp, tensor = (int(x) for x in args.mesh.split(","))
+    except ValueError:
+        parser.error(f"--mesh {args.mesh!r}: expected DATA,FSDP,TENSOR (three integers)")
     plan = Plan(
         args.model, data, fsdp, tensor, args.micro_rows, args.seq, not args.no_remat, args.param_dtype, args.dtype
     )
@@ -302,8 +311,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--model {args.model!r}: expected one of {sorted(model_presets())}")
     result: dict = {"plan": dataclasses.asdict(plan), "estimate_gib": estimate(plan)}
     if args.topology:
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
-        memory = tpu_train_step_memory(plan, args.topology)
+        from experiments.compile_for import UsageError
+
+        try:
+            memory = tpu_train_step_memory(plan, args.topology)
+        except UsageError as error:
+            print(f"plan_memory: {error}", file=sys.stderr)
+            return 2
         result |= {"compiler": TPU_NOTE, "compiled_gib": memory}
         est, got = result["estimate_gib"]["train_step_total"], memory["peak_gib"]
         result["estimate_over_compiled"] = round(est / got, 3) if got else None

@@ -60,9 +60,13 @@ def test_train_step_compiles_for_v5e_with_state_sharded_over_fsdp_and_tensor(dev
 @pytest.mark.slow
 def test_sampler_prefill_and_decode_compile_for_v5e_on_the_training_mesh(devices):
     """One host: the sampler runs on the training mesh with the training parameter shardings (as
-    ``host_local_copy`` leaves them), so its parameters take a quarter of their bytes per chip."""
+    ``host_local_copy`` leaves them), so its parameters take a quarter of their bytes per chip. The
+    prefill in 256-token chunks holds a fraction of the one-pass prefill's temporaries (the attention
+    scores of 2,048 queries over the cache)."""
     _, (prefill, message, _), decode = lower_sampler(MODEL, PLAN, devices, steps=16)
     assert message is None and prefill is not None
+    _, (one_pass, _, _), _ = lower_sampler(MODEL, PLAN, devices, steps=16, prefill_chunk=2048)
+    assert prefill.memory_analysis().temp_size_in_bytes < 0.5 * one_pass.memory_analysis().temp_size_in_bytes
     compiled = decode.compile()
     params = _param_bytes(MODEL)
     cache_per_chip = compiled.memory_analysis().alias_size_in_bytes  # the donated decode state
@@ -89,9 +93,9 @@ def test_cost_extrapolated_from_one_and_two_layers_equals_the_unrolled_full_dept
     assert scanned["flops"] < 0.8 * direct["flops"]  # what the extrapolation corrects
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
+def _run(*args: str, script: str = "compile_for.py") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "compile_for.py"), *args],
+        [sys.executable, str(ROOT / "experiments" / script), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -105,10 +109,13 @@ def _run(*args: str) -> subprocess.CompletedProcess:
         (("--topology", "v5e:2x2", "--mesh", "2,4,1"), "2,4,1"),
         (("--topology", "v5e:2x2", "--mesh", "1,4,1", "--micro-rows", "6"), "--micro-rows 6"),
         (("--topology", "v5e:2x2", "--mesh", "1,4,1", "--model", "llama-9"), "llama-9"),
+        (("--topology", "v5e:2x2", "--mesh", "1,4,1", "--prefill-chunk", "500"), "--prefill-chunk 500"),
+        (("plan_memory.py", "--topology", "v5e:3x3", "--mesh", "1,9,1"), "v5e:3x3"),
+        (("plan_memory.py", "--topology", "v5e:2x2", "--mesh", "1,8,1"), "1,8,1"),
     ],
 )
 def test_bad_topology_mesh_rows_or_model_is_one_line_exit_2(args, named):
-    result = _run(*args)
+    result = _run(*args[1:], script=args[0]) if args[0].endswith(".py") else _run(*args)
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
