@@ -69,7 +69,7 @@ class BatchConfig:
     micro_batch_rows: int = 16  # padded layout: rows per micro-batch
     epochs: int = 1
     packing: bool = True  # several turns share one sequence (env_bridge.packing); False: one padded row each
-    pack_length: int = 2048  # tokens per packed sequence
+    pack_length: int = 1536  # tokens per packed sequence (experiments/bench/packing.py chose it)
     micro_batch_tokens: int = 0  # packed: token positions per micro-batch; 0 = micro_batch_rows x pack_length
 
     def __post_init__(self) -> None:
