@@ -162,6 +162,7 @@ def _config(loss: str, aggregation: str) -> TrainConfig:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "loss,aggregation",
     [
