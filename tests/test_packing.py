@@ -162,7 +162,6 @@ def _config(loss: str, aggregation: str) -> TrainConfig:
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "loss,aggregation",
     [
