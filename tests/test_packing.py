@@ -189,7 +189,7 @@ def test_one_packed_update_equals_one_padded_update(tiny, turns_and_advantages, 
     assert pad.keys() == pack.keys()
     for name in pad.keys() - {"real_token_fraction"}:
         np.testing.assert_allclose(pack[name], pad[name], rtol=1e-5, atol=1e-8, err_msg=name)
-    expected = {"loss", "kl", "entropy", "clip_fraction"} if loss == "ppo_clip" else {"ggpo_loss", "surrogate_loss"}
+    expected = {"loss", "kl", "entropy", "clip_fraction"} if loss == "ppo_clip" else {"ggpo_loss", "ggpo_t_tok"}
     assert expected <= pad.keys()
     if loss == "ggpo":
         assert pad["ggpo_kept_groups"] > 0
