@@ -1,10 +1,11 @@
-"""Turns -> the padded turn batch of DESIGN.md, through a grain pipeline.
+"""Turns -> the turn batch of DESIGN.md, through a grain pipeline.
 
 Each row is one turn: its prompt then its response, right-padded to a length bucket; ``loss_mask`` is
 True exactly on that turn's response tokens (never the prompt, history, observation or padding);
 ``old_logp`` holds the sampler's log-probs there. Mini-batches have a fixed row count (the last one is
 filled with padding rows), the order is shuffled deterministically from a seed, and the iterator's
-position is checkpointable (``get_state``/``set_state``).
+position is checkpointable (``get_state``/``set_state``). With a :class:`~env_bridge.packing.Packing`
+the same mini-batches' rows are packed into shared sequences instead (``env_bridge.packing``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import grain
 import numpy as np
 
+from env_bridge.packing import Packing, pack_rows, packed_shape
 from env_bridge.rollout import Turn
 from models.buckets import bucket
 
@@ -70,6 +72,7 @@ def collate_turns(
     extra: dict[str, np.ndarray] | None = None,
     length: int | None = None,
     whole_groups: bool = False,
+    packing: Packing | None = None,
 ) -> grain.DatasetIterator:
     """A checkpointable iterator of padded mini-batches over ``turns`` (on several hosts every host
     collates the same global batches and contributes its own rows: ``ggtrain.sharding.shard_batch``).
@@ -77,7 +80,8 @@ def collate_turns(
     ``extra`` holds per-turn values aligned with ``turns`` (e.g. ``advantages``) that travel with rows.
     With ``whole_groups`` every task group's rows (all its trajectories, all their turns) land in one
     mini-batch: groups are shuffled and packed in order, a mini-batch closing when the next group does
-    not fit (GGPO compares whole trajectories of a group within a mini-batch).
+    not fit (GGPO compares whole trajectories of a group within a mini-batch). With ``packing`` the
+    mini-batches hold the same rows, packed (``length`` is the padded layout's only).
     """
     if not turns:
         raise ValueError("no turns to collate")
@@ -85,8 +89,14 @@ def collate_turns(
     for name, values in extra.items():
         if len(values) != len(turns):
             raise ValueError(f"extra[{name!r}] has {len(values)} entries for {len(turns)} turns")
-    length = length or length_bucket(max(len(t.prompt_ids) + len(t.response_ids) for t in turns))
     indices = list(range(len(turns)))
+    if packing is not None:
+        batches = _group_batches(turns, indices, rows_per_batch, seed) if whole_groups else None
+        if batches is None:
+            order = list(grain.MapDataset.source(indices).shuffle(seed=seed))
+            batches = [order[i : i + rows_per_batch] for i in range(0, len(order), rows_per_batch)]
+        return _packed_batches(turns, batches, packing, pad_id, extra)
+    length = length or length_bucket(max(len(t.prompt_ids) + len(t.response_ids) for t in turns))
     if whole_groups:
         return _whole_group_batches(turns, indices, rows_per_batch, seed, length, pad_id, extra)
     dataset = (
@@ -108,6 +118,18 @@ def _whole_group_batches(
     pad_id: int,
     extra: dict[str, np.ndarray],
 ) -> grain.DatasetIterator:
+    batches = _group_batches(turns, indices, rows_per_batch, seed)
+
+    def build(batch: list[int]) -> dict[str, np.ndarray]:
+        rows = [turn_row(turns[i], length, pad_id, {k: v[i] for k, v in extra.items()}) for i in batch]
+        stacked = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+        return pad_rows(stacked, rows_per_batch)
+
+    return iter(grain.MapDataset.source(batches).map(build).to_iter_dataset())
+
+
+def _group_batches(turns: Sequence[Turn], indices: list[int], rows_per_batch: int, seed: int) -> list[list[int]]:
+    """Whole task groups per mini-batch, groups in a seeded order, each group's rows by (traj, turn)."""
     by_group: dict[int, list[int]] = {}
     for i in indices:
         by_group.setdefault(turns[i].group, []).append(i)
@@ -124,10 +146,18 @@ def _whole_group_batches(
         if len(batches[-1]) + len(rows) > rows_per_batch:
             batches.append([])
         batches[-1] += rows
+    return batches
+
+
+def _packed_batches(
+    turns: Sequence[Turn], batches: list[list[int]], packing: Packing, pad_id: int, extra: dict[str, np.ndarray]
+) -> grain.DatasetIterator:
+    lengths = [len(t.prompt_ids) + len(t.response_ids) for t in turns]
+    shape = packed_shape(packing, [[lengths[i] for i in b] for b in batches], LENGTH_BUCKETS)
 
     def build(batch: list[int]) -> dict[str, np.ndarray]:
-        rows = [turn_row(turns[i], length, pad_id, {k: v[i] for k, v in extra.items()}) for i in batch]
-        stacked = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
-        return pad_rows(stacked, rows_per_batch)
+        extras = [{k: v[i] for k, v in extra.items()} for i in batch]
+        rows = [turn_row(turns[i], lengths[i], pad_id, e) for i, e in zip(batch, extras, strict=True)]
+        return pack_rows(rows, shape, pad_id)
 
     return iter(grain.MapDataset.source(batches).map(build).to_iter_dataset())

@@ -65,9 +65,18 @@ class OptimizerConfig:
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
 class BatchConfig:
-    mini_batch_rows: int = 256
-    micro_batch_rows: int = 16
+    mini_batch_rows: int = 256  # turn rows per optimizer step (either layout)
+    micro_batch_rows: int = 16  # padded layout: rows per micro-batch
     epochs: int = 1
+    packing: bool = True  # several turns share one sequence (env_bridge.packing); False: one padded row each
+    pack_length: int = 1536  # tokens per packed sequence (experiments/bench/packing.py chose it)
+    micro_batch_tokens: int = 0  # packed: token positions per micro-batch; 0 = micro_batch_rows x pack_length
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pack_length, int) or self.pack_length < 1:
+            raise ValueError(f"BatchConfig.pack_length = {self.pack_length!r}: expected a positive int")
+        if not isinstance(self.micro_batch_tokens, int) or self.micro_batch_tokens < 0:
+            raise ValueError(f"BatchConfig.micro_batch_tokens = {self.micro_batch_tokens!r}: expected an int >= 0")
 
 
 @gin.configurable

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from ggtrain.config import LossConfig
+from ggtrain.packing import row_sums
 from ggtrain.policy import Batch, Extras, detached_logp, map_micro_batches, pair, policy_logits_and_logp, response_mask
 from ggtrain.train_state import TrainState
 from models.config import ModelConfig
@@ -169,13 +170,14 @@ def _row_sums(model_config: ModelConfig, cfg: LossConfig, state: TrainState, bat
         mask = response_mask(mb).astype(jnp.float32)
         logp = detached_logp(model_config, state.params, mb, cfg.temperature)
         ref = detached_logp(model_config, state.ref_params, mb, cfg.temperature)
-        clipped = jnp.zeros(mask.shape[:1])
+        clipped = jnp.zeros(mb["row_mask"].shape)
         if cfg.ggpo_clip_radius is not None:
             r = cfg.ggpo_clip_radius
-            clipped = jnp.sum(jnp.clip(logp - ref, -r, r) * mask, axis=1)
-        return jnp.sum(logp * mask, 1), jnp.sum(ref * mask, 1), jnp.sum(mask, 1), clipped
+            clipped = row_sums(mb, jnp.clip(logp - ref, -r, r) * mask)
+        return row_sums(mb, logp * mask), row_sums(mb, ref * mask), row_sums(mb, mask), clipped
 
-    return map_micro_batches(rows_of, batch, micro_rows)
+    # one entry per row: a packed batch's [S, K] row tables flattened
+    return [x.reshape(-1) for x in map_micro_batches(rows_of, batch, micro_rows)]
 
 
 def ggpo_prepare(
@@ -186,19 +188,20 @@ def ggpo_prepare(
 
     def prepare(state: TrainState, batch: Batch, micro_rows: int) -> tuple[Extras, Metrics]:
         s_row, s_ref_row, tokens_row, clipped_row = _row_sums(model_config, cfg, state, batch, micro_rows)
+        rows = {k: batch[k].reshape(-1) for k in ("group", "traj", "row_mask", "env_reward")}
         coef = ggpo_coefficients(
             s_row,
             s_ref_row,
             tokens_row,
             clipped_row if cfg.ggpo_clip_radius is not None else None,
-            trajectory_success(batch),
-            batch["group"],
-            batch["traj"],
-            batch["row_mask"],
+            trajectory_success(rows),
+            rows["group"],
+            rows["traj"],
+            rows["row_mask"],
             cfg.ggpo_beta,
         )
-        c_row = jnp.where(batch["row_mask"], coef.c[coef.row_response], 0.0)
-        kept_row = batch["row_mask"] & coef.kept[coef.row_response]
+        c_row = jnp.where(rows["row_mask"], coef.c[coef.row_response], 0.0).reshape(batch["row_mask"].shape)
+        kept_row = (rows["row_mask"] & coef.kept[coef.row_response]).reshape(batch["row_mask"].shape)
         kept_groups = jnp.sum(coef.group_kept.astype(jnp.float32))
         one = jnp.ones(())
         metrics = {
@@ -225,9 +228,9 @@ def ggpo_surrogate(
         del rng
         mask = response_mask(batch).astype(jnp.float32)
         _, logp = policy_logits_and_logp(model_config, params, batch, cfg.temperature)
-        s_row = jnp.sum(logp * mask, axis=1)
+        s_row = row_sums(batch, logp * mask)
         surrogate_sum = -jnp.sum(batch["ggpo_c"] * s_row)
-        kept_tokens = jnp.sum(jnp.where(batch["ggpo_kept"], jnp.sum(mask, axis=1), 0.0))
+        kept_tokens = jnp.sum(jnp.where(batch["ggpo_kept"], row_sums(batch, mask), 0.0))
         # ``loss``: the value whose gradient is applied (the surrogate; ``ggpo_loss`` is the Gibbs-gap objective)
         aux = {"loss": pair(surrogate_sum, kept_tokens), "tokens": pair(jnp.sum(mask), 0.0)}
         return surrogate_sum / jnp.maximum(scalars["t_tok"], 1.0), aux

@@ -21,8 +21,9 @@ import jax.numpy as jnp
 
 from ggtrain.config import LossConfig
 from ggtrain.ggpo import ggpo_loss, ggpo_prepare, ggpo_surrogate
+from ggtrain.packing import aggregate, row_to_tokens
 from ggtrain.policy import Batch, Extras, detached_logp, map_micro_batches, pair, policy_logits_and_logp, response_mask
-from ggtrain.ppo import aggregate_parts, clipped_policy_gradient, kl_penalty, token_entropy
+from ggtrain.ppo import clipped_policy_gradient, kl_penalty, token_entropy
 from ggtrain.train_state import TrainState
 from models.config import ModelConfig
 
@@ -86,11 +87,11 @@ def ppo_clip(model_config: ModelConfig, cfg: LossConfig) -> Loss:
         mask = response_mask(batch)
         maskf = mask.astype(jnp.float32)
         logits, logp = policy_logits_and_logp(model_config, params, batch, cfg.temperature)
-        advantage = batch["advantages"][:, None] * maskf
+        advantage = row_to_tokens(batch, batch["advantages"]) * maskf
         pg, clipped = clipped_policy_gradient(
             logp, batch["old_logp"], advantage, cfg.clip_low, cfg.clip_high, cfg.dual_clip
         )
-        pg_sum, count = aggregate_parts(pg, mask, cfg.aggregation)
+        pg_sum, count = aggregate(batch, pg, mask, cfg.aggregation)
         loss_sum = pg_sum
         tokens = jnp.sum(maskf)
         aux: dict[str, Any] = {
@@ -100,13 +101,13 @@ def ppo_clip(model_config: ModelConfig, cfg: LossConfig) -> Loss:
             "log_ratio": pair(jnp.sum((logp - batch["old_logp"]) * maskf), tokens),
         }
         if "ref_logp" in batch:  # from reference_logp_prepare when kl_coef != 0
-            kl_sum, _ = aggregate_parts(kl_penalty(logp, batch["ref_logp"], cfg.kl_type), mask, cfg.aggregation)
+            kl_sum, _ = aggregate(batch, kl_penalty(logp, batch["ref_logp"], cfg.kl_type), mask, cfg.aggregation)
             loss_sum = loss_sum + cfg.kl_coef * kl_sum
             aux["kl"] = pair(kl_sum, count)
         if cfg.entropy_coef:
             # entropy of the distribution that produced token t: the logits at t - 1
             entropy = jnp.concatenate([jnp.zeros_like(logp[:, :1]), token_entropy(logits[:, :-1] / cfg.temperature)], 1)
-            ent_sum, _ = aggregate_parts(entropy, mask, cfg.aggregation)
+            ent_sum, _ = aggregate(batch, entropy, mask, cfg.aggregation)
             loss_sum = loss_sum - cfg.entropy_coef * ent_sum
             aux["entropy"] = pair(ent_sum, count)
         aux["loss"] = pair(loss_sum, count)
@@ -130,7 +131,7 @@ def sft(model_config: ModelConfig, cfg: LossConfig) -> LossFn:
         del rng
         mask = response_mask(batch)
         _, logp = policy_logits_and_logp(model_config, params, batch, 1.0)
-        nll_sum, count = aggregate_parts(-logp, mask, cfg.aggregation)
+        nll_sum, count = aggregate(batch, -logp, mask, cfg.aggregation)
         tokens = jnp.sum(mask.astype(jnp.float32))
         aux = {"loss": pair(nll_sum, count), "tokens": pair(tokens, jnp.zeros(()))}
         return nll_sum / scalars["normalizer"], aux

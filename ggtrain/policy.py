@@ -12,23 +12,26 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ggtrain.packing import row_to_tokens
 from models.config import ModelConfig
 from models.decoder import forward
-from models.scoring import token_logprobs_from_logits
+from models.scoring import segment_first_zero, token_logprobs_from_logits
 
 Batch = dict[str, jax.Array]
 
 
 def response_mask(batch: Batch) -> jax.Array:
     """Tokens that are trained: the response tokens of real (non-padding) rows."""
-    return batch["loss_mask"] & batch["row_mask"][:, None]
+    return batch["loss_mask"] & row_to_tokens(batch, batch["row_mask"])
 
 
 def policy_logits_and_logp(
     model_config: ModelConfig, params: Any, batch: Batch, temperature: float
 ) -> tuple[jax.Array, jax.Array]:
-    logits = forward(model_config, params, batch["tokens"], batch["attention_mask"])
-    return logits, token_logprobs_from_logits(logits, batch["tokens"], temperature)
+    segments = batch.get("segment_ids")  # packed rows (ggtrain.packing)
+    logits = forward(model_config, params, batch["tokens"], batch["attention_mask"], segment_ids=segments)
+    logp = token_logprobs_from_logits(logits, batch["tokens"], temperature)
+    return logits, logp if segments is None else segment_first_zero(logp, segments)
 
 
 def detached_logp(model_config: ModelConfig, params: Any, batch: Batch, temperature: float) -> jax.Array:
@@ -38,7 +41,7 @@ def detached_logp(model_config: ModelConfig, params: Any, batch: Batch, temperat
 
 def split_micro_batches(batch: Batch, micro_rows: int) -> tuple[Batch, int]:
     """``[R, ...] -> [R / micro_rows, micro_rows, ...]``, micro-batch k taking rows k, k + n, k + 2n, ...
-    so that each micro-batch draws rows from every data shard."""
+    so that each micro-batch draws rows from every data shard (packed: sequences, with their row tables)."""
     rows = next(iter(batch.values())).shape[0]
     if rows % micro_rows:
         raise ValueError(f"mini-batch of {rows} rows is not a multiple of micro_batch_rows={micro_rows}")

@@ -51,8 +51,12 @@ def aggregate_parts(values: jax.Array, mask: jax.Array, mode: str) -> tuple[jax.
     m = mask.astype(jnp.float32)
     if mode == "token-mean":
         return jnp.sum(values * m), jnp.sum(m)
-    per_seq = jnp.sum(values * m, axis=-1)
-    tokens = jnp.sum(m, axis=-1)
+    return aggregate_sequences(jnp.sum(values * m, axis=-1), jnp.sum(m, axis=-1), mode)
+
+
+def aggregate_sequences(per_seq: jax.Array, tokens: jax.Array, mode: str) -> tuple[jax.Array, jax.Array]:
+    """The ``seq-mean-*`` ``(numerator, count)`` from per-sequence sums and token counts of any shape
+    (``[B]`` rows, or a packed batch's ``[S, K]`` segment table)."""
     if mode == "seq-mean-token-mean":
         per_seq = per_seq / jnp.maximum(tokens, 1.0)
     elif mode != "seq-mean-token-sum":

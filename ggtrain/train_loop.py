@@ -31,6 +31,7 @@ from ggtrain.distributed import fail_fast
 from ggtrain.evaluate import evaluate, summarize_outcomes, write_outcomes
 from ggtrain.host_exchange import HostExchange, PeerTimeout
 from ggtrain.metrics import MetricAccumulator
+from ggtrain.packing import packing_of
 from ggtrain.run import OpenedRun, StopFlag, training_games, unwritable
 from ggtrain.seeds import EVALUATION_SEEDS
 from ggtrain.sharding import host_local_copy
@@ -237,6 +238,7 @@ def epoch_batches(
         pad_id=run.tokenizer.pad_token_id,
         extra={"advantages": advantages},
         whole_groups=config.loss.name == "ggpo",  # GGPO compares whole trajectories
+        packing=packing_of(config.batch, run.updater.batch_shards),
     ):
         batch.pop("positions")
         batch.pop("policy_version")

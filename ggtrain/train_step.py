@@ -19,8 +19,8 @@ import optax
 from ggtrain.config import TrainConfig
 from ggtrain.losses import Loss, Metrics, Scalars, make_loss_fn
 from ggtrain.metrics import MetricAccumulator
+from ggtrain.packing import micro_batch_size, normalizer, real_token_fraction
 from ggtrain.policy import Batch, merge_micro_batches, response_mask, split_micro_batches
-from ggtrain.ppo import aggregation_normalizer
 from ggtrain.train_state import TrainState
 from models.config import ModelConfig
 
@@ -60,18 +60,20 @@ def _batch_metrics(batch: Batch) -> Metrics:
         "rows": (rows, jnp.ones(())),
         "advantage_mean": (jnp.sum(advantages), rows),
         "advantage_abs_mean": (jnp.sum(jnp.abs(advantages)), rows),
+        "real_token_fraction": real_token_fraction(batch),
     }
 
 
 def make_gradient_fn(
     model_config: ModelConfig, config: TrainConfig
 ) -> Callable[[TrainState, Batch], tuple[Any, Metrics, jax.Array]]:
-    """``(state, mini_batch) -> (grads, metrics, next_rng)``: the accumulated mini-batch gradient."""
+    """``(state, mini_batch) -> (grads, metrics, next_rng)``: the accumulated mini-batch gradient, on the
+    padded or the packed layout (``ggtrain.packing``), whichever the batch has."""
     loss = make_loss_fn(config.loss.name, model_config, config.loss)
-    micro_rows = config.batch.micro_batch_rows
 
     def gradients(state: TrainState, batch: Batch) -> tuple[Any, Metrics, jax.Array]:
-        scalars: Scalars = {"normalizer": aggregation_normalizer(response_mask(batch), config.loss.aggregation)}
+        micro_rows = micro_batch_size(config.batch, batch)
+        scalars: Scalars = {"normalizer": normalizer(batch, response_mask(batch), config.loss.aggregation)}
         metrics: Metrics = {}
         if loss.prepare is not None:
             extras, metrics = loss.prepare(state, batch, micro_rows)

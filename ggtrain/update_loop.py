@@ -19,7 +19,8 @@ from ggtrain.checkpoint import CheckpointStore, abstract_like
 from ggtrain.config import TrainConfig, config_to_dict, write_resolved_config
 from ggtrain.metrics import MetricsWriter
 from ggtrain.optim import make_optimizer
-from ggtrain.sharding import logical_rules_context, make_mesh, param_shardings, shard_batch
+from ggtrain.packing import real_positions
+from ggtrain.sharding import BATCH_AXES, logical_rules_context, make_mesh, param_shardings, shard_batch
 from ggtrain.train_state import TrainState, apply_policy_refreshes, create_train_state
 from ggtrain.train_step import jit_train_step, make_train_step, metric_means
 from models.config import ModelConfig
@@ -65,10 +66,15 @@ class Updater:
     def abstract_state(self) -> Any:
         return abstract_like(self.state)
 
+    @property
+    def batch_shards(self) -> int:
+        """Devices a batch's rows (or packed sequences) are split over: its row counts are multiples."""
+        return int(np.prod([self.mesh.shape[a] for a in BATCH_AXES]))
+
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:
         """One optimizer step; returns (sum, count) metric pairs (count 0 marks a total, e.g. ``tokens``),
         so a caller adds several steps with ``MetricAccumulator.add`` and totals stay totals. Besides the
-        step's own metrics: ``step_time_s`` (mean per step), ``tokens_per_s`` (attended tokens over
+        step's own metrics: ``step_time_s`` (mean per step), ``tokens_per_s`` (real, attended tokens over
         seconds, so its mean is the ratio of the sums) and ``reference_refreshed`` (fraction of steps)."""
         start = time.perf_counter()
         with jax.set_mesh(self.mesh), logical_rules_context():
@@ -77,7 +83,7 @@ class Updater:
         seconds = time.perf_counter() - start
         self.state, refreshed = apply_policy_refreshes(self.state, self.config.policies)
         out["step_time_s"] = (seconds, 1.0)
-        out["tokens_per_s"] = (float(np.sum(batch["attention_mask"] & batch["row_mask"][:, None])), seconds)
+        out["tokens_per_s"] = (float(real_positions(batch)), seconds)
         out["reference_refreshed"] = (float(refreshed["reference"]), 1.0)
         return out
 

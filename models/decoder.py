@@ -14,7 +14,8 @@ class Decoder(nn.Module):
     """``__call__(tokens [B, T], positions [B, T], kv_valid [B, S], cache, write_index) -> (logits, cache)``.
 
     Without a cache, ``S == T`` and ``kv_valid`` is the attention mask of the tokens (causal masking is
-    added). With a cache (``{"k", "v"}: [L, B, S, Hkv, D]``) the new keys/values are written at slots
+    added); ``segment_ids [B, T]`` (packed rows) also keep attention inside each segment. With a cache
+    (``{"k", "v"}: [L, B, S, Hkv, D]``) the new keys/values are written at slots
     ``write_index .. write_index + T`` and the queries see every valid slot up to their own.
     ``last_only`` computes the logits of the last position only (``[B, 1, V]``), as prefill needs.
     """
@@ -30,6 +31,7 @@ class Decoder(nn.Module):
         cache: KVCache | None = None,
         write_index: jax.Array | int = 0,
         last_only: bool = False,
+        segment_ids: jax.Array | None = None,
     ) -> tuple[jax.Array, KVCache | None]:
         cfg = self.config
         embedding = _param(
@@ -44,12 +46,12 @@ class Decoder(nn.Module):
             layer,
             variable_axes={"params": 0},
             split_rngs={"params": True},
-            in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
+            in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),
             length=cfg.num_layers,
             metadata_params={nn.PARTITION_NAME: "layers"},
         )(cfg, name="layers")
         (h, cache, _), _ = stack(
-            (h, cache, jnp.zeros((), jnp.int32)), positions, kv_valid, jnp.asarray(write_index, jnp.int32)
+            (h, cache, jnp.zeros((), jnp.int32)), positions, kv_valid, jnp.asarray(write_index, jnp.int32), segment_ids
         )
         if last_only:
             h = h[:, -1:]
@@ -77,11 +79,28 @@ def init_params(config: ModelConfig, rng: jax.Array) -> dict:
     return nn.meta.unbox(variables)
 
 
+def segment_positions(segment_ids: jax.Array) -> jax.Array:
+    """``[B, T]`` positions that restart at 0 on the first token of every segment (a run of one id)."""
+    t = jnp.arange(segment_ids.shape[-1])
+    starts = jnp.concatenate(
+        [jnp.ones_like(segment_ids[:, :1], bool), segment_ids[:, 1:] != segment_ids[:, :-1]], axis=1
+    )
+    return t - jax.lax.cummax(jnp.where(starts, t, 0), axis=1)
+
+
 def forward(
-    config: ModelConfig, params: dict, tokens: jax.Array, attention_mask: jax.Array, positions: jax.Array | None = None
+    config: ModelConfig,
+    params: dict,
+    tokens: jax.Array,
+    attention_mask: jax.Array,
+    positions: jax.Array | None = None,
+    segment_ids: jax.Array | None = None,
 ) -> jax.Array:
-    """Logits ``[B, T, V]`` for a batch without a cache (training and scoring)."""
-    if positions is None:
+    """Logits ``[B, T, V]`` for a batch without a cache (training and scoring). With ``segment_ids``
+    (packed rows, 0 = padding) attention stays inside each segment and positions restart in each."""
+    if positions is None and segment_ids is not None:
+        positions = segment_positions(segment_ids)
+    elif positions is None:
         positions = jnp.maximum(jnp.cumsum(attention_mask.astype(jnp.int32), axis=-1) - 1, 0)
-    logits, _ = Decoder(config).apply(params, tokens, positions, attention_mask.astype(bool))
+    logits, _ = Decoder(config).apply(params, tokens, positions, attention_mask.astype(bool), segment_ids=segment_ids)
     return logits

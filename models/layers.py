@@ -75,9 +75,11 @@ class Attention(nn.Module):
         cache: KVCache | None,
         layer: jax.Array,
         write_index: jax.Array,
+        segment_ids: jax.Array | None = None,
     ) -> tuple[jax.Array, KVCache | None]:
         """``cache`` is the whole stack ``{"k", "v"}: [L, B, S, Hkv, D]``; this layer writes its new keys
-        and values in place at ``[layer, :, write_index:write_index + T]`` and reads its own slice."""
+        and values in place at ``[layer, :, write_index:write_index + T]`` and reads its own slice.
+        ``segment_ids [B, T]`` (packed rows, no cache) keep every query inside its own segment."""
         cfg = self.config
         batch, length, _ = x.shape
         q = rotary_embedding(self._project(x, "q", cfg.num_heads, "q_heads"), positions, cfg.rope_theta)
@@ -103,6 +105,8 @@ class Attention(nn.Module):
         scores = scores / jnp.sqrt(jnp.float32(cfg.head_dim))
         key_slots = jnp.arange(keys.shape[1])
         visible = kv_valid[:, None, :] & (key_slots[None, None, :] <= query_slots[None, :, None])  # [B, T, S]
+        if segment_ids is not None:
+            visible = visible & (segment_ids[:, :, None] == segment_ids[:, None, :])
         scores = jnp.where(visible[:, None, None, :, :], scores, MASK_VALUE)
         probs = jax.nn.softmax(scores, axis=-1).astype(cfg.jnp_dtype)
         out = jnp.einsum("bkgts,bskd->btkgd", probs, values.astype(cfg.jnp_dtype))
@@ -149,10 +153,11 @@ class DecoderLayer(nn.Module):
         positions: jax.Array,
         kv_valid: jax.Array,
         write_index: jax.Array,
+        segment_ids: jax.Array | None = None,
     ) -> tuple[tuple[jax.Array, KVCache | None, jax.Array], None]:
         h, cache, layer = carry
         attn_out, cache = Attention(self.config, name="attn")(
-            RMSNorm(self.config, name="input_norm")(h), positions, kv_valid, cache, layer, write_index
+            RMSNorm(self.config, name="input_norm")(h), positions, kv_valid, cache, layer, write_index, segment_ids
         )
         h = h + attn_out
         h = h + MLP(self.config, name="mlp")(RMSNorm(self.config, name="post_attn_norm")(h))

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from models.config import ModelConfig
-from models.decoder import forward
+from models.decoder import forward, segment_positions
 
 
 def token_logprobs_from_logits(logits: jax.Array, tokens: jax.Array, temperature: float = 1.0) -> jax.Array:
@@ -20,6 +20,12 @@ def token_logprobs_from_logits(logits: jax.Array, tokens: jax.Array, temperature
     return jnp.concatenate([jnp.zeros_like(picked[:, :1]), picked], axis=1)
 
 
+def segment_first_zero(logp: jax.Array, segment_ids: jax.Array) -> jax.Array:
+    """Packed log-probs with 0 at each segment's first token and on padding, as the padded layout has at
+    position 0: those entries are read off the previous segment's last logits and belong to no row."""
+    return jnp.where((segment_positions(segment_ids) > 0) & (segment_ids > 0), logp, 0.0)
+
+
 def score_tokens(
     config: ModelConfig,
     params: dict[str, Any],
@@ -27,10 +33,15 @@ def score_tokens(
     attention_mask: jax.Array,
     loss_mask: jax.Array,
     temperature: float = 1.0,
+    segment_ids: jax.Array | None = None,
 ) -> jax.Array:
-    """Per-token log-probs ``[B, T]`` of ``tokens``, zero outside ``loss_mask`` (the response tokens)."""
-    logits = forward(config, params, tokens, attention_mask)
-    return jnp.where(loss_mask, token_logprobs_from_logits(logits, tokens, temperature), 0.0)
+    """Per-token log-probs ``[B, T]`` of ``tokens``, zero outside ``loss_mask`` (the response tokens).
+    With ``segment_ids`` the rows are packed (``models.decoder.forward``)."""
+    logits = forward(config, params, tokens, attention_mask, segment_ids=segment_ids)
+    logp = token_logprobs_from_logits(logits, tokens, temperature)
+    if segment_ids is not None:
+        logp = segment_first_zero(logp, segment_ids)
+    return jnp.where(loss_mask, logp, 0.0)
 
 
 score_tokens_jit = jax.jit(score_tokens, static_argnums=(0, 5))
