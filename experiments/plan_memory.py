@@ -68,6 +68,9 @@ class Plan:
     sample_batch: int = 128  # environments sampled at once per host (groups x group size)
     sample_len: int = 2560  # prompt + new tokens of one sampled turn
     loss: str = "ppo_clip"  # ppo_clip | ggpo
+    # 0: padded rows (micro_rows turns of seq tokens); K > 0: the packed layout (BatchConfig.packing) of
+    # micro_rows sequences of seq tokens holding up to K turns each, with segment ids and [S, K] row tables
+    packed_slots: int = 0
 
     @property
     def devices(self) -> int:
@@ -124,7 +127,6 @@ def lower_train_step(plan: Plan, devices: list, model: Any = None) -> Any:
     topology's compile-only devices) from abstract state and batch: nothing is allocated. ``model`` (a
     ``ModelConfig``) defaults to the plan's preset with its dtypes and remat."""
     import jax
-    import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
     from ggtrain.config import BatchConfig, LossConfig, MeshConfig, ModelSpec, TrainConfig
@@ -159,23 +161,32 @@ def lower_train_step(plan: Plan, devices: list, model: Any = None) -> Any:
             jax.eval_shape(lambda p: create_train_state(p, optimizer, jax.random.PRNGKey(0)), abstract_params),
             state_shardings,
         )
-        rows, seq = plan.micro_rows, plan.seq
-        fields = {
-            "tokens": ((rows, seq), jnp.int32),
-            "attention_mask": ((rows, seq), jnp.bool_),
-            "loss_mask": ((rows, seq), jnp.bool_),
-            "old_logp": ((rows, seq), jnp.float32),
-            "advantages": ((rows,), jnp.float32),
-            "row_mask": ((rows,), jnp.bool_),
-            "env_reward": ((rows,), jnp.float32),
-            "valid": ((rows,), jnp.bool_),
-        } | {k: ((rows,), jnp.int32) for k in ("group", "traj", "turn", "state", "next_state")}
+        fields = batch_fields(plan)
         batch = {
             k: jax.ShapeDtypeStruct(shape, dtype, sharding=batch_sharding(mesh, len(shape)))
             for k, (shape, dtype) in fields.items()
         }
         step = jit_train_step(make_train_step(model, config, optimizer), state_shardings)
         return step.lower(abstract_state, batch)
+
+
+def batch_fields(plan: Plan) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """Shapes and dtypes of one micro-batch: padded rows, or packed sequences with ``[S, K]`` row tables."""
+    import jax.numpy as jnp
+
+    rows, seq = plan.micro_rows, plan.seq
+    per_row = (rows, plan.packed_slots) if plan.packed_slots else (rows,)
+    tokens = {
+        "tokens": ((rows, seq), jnp.int32),
+        "attention_mask": ((rows, seq), jnp.bool_),
+        "loss_mask": ((rows, seq), jnp.bool_),
+        "old_logp": ((rows, seq), jnp.float32),
+    }
+    if plan.packed_slots:
+        tokens |= {"segment_ids": ((rows, seq), jnp.int32), "positions": ((rows, seq), jnp.int32)}
+    row_values = {"advantages": jnp.float32, "row_mask": jnp.bool_, "env_reward": jnp.float32, "valid": jnp.bool_}
+    row_values |= {k: jnp.int32 for k in ("group", "traj", "turn", "state", "next_state")}
+    return tokens | {k: (per_row, dtype) for k, dtype in row_values.items()}
 
 
 def model_config(plan: Plan) -> Any:
@@ -282,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro-rows", type=int, default=16, help="global rows per micro-batch")
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--no-remat", action="store_true")
+    parser.add_argument(
+        "--packed-slots", type=int, default=0, help="packed: --micro-rows sequences of --seq tokens, K turns each"
+    )
     parser.add_argument("--param-dtype", default="float32", choices=sorted(DTYPE_BYTES))
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPE_BYTES))
     parser.add_argument("--estimate-only", action="store_true", help="skip the compiler cross-check")
@@ -299,9 +313,12 @@ def main(argv: list[str] | None = None) -> int:
         data, fsdp, tensor = (int(x) for x in args.mesh.split(","))
     except ValueError:
         parser.error(f"--mesh {args.mesh!r}: expected DATA,FSDP,TENSOR (three integers)")
+    if args.packed_slots < 0:
+        parser.error(f"--packed-slots {args.packed_slots}: expected 0 (padded) or more")
     plan = Plan(
         args.model, data, fsdp, tensor, args.micro_rows, args.seq, not args.no_remat, args.param_dtype, args.dtype
     )
+    plan = dataclasses.replace(plan, packed_slots=args.packed_slots)
     if not args.estimate_only and not args.topology:
         flag = f"--xla_force_host_platform_device_count={plan.devices}"
         if flag not in os.environ.get("XLA_FLAGS", ""):  # the device count must be set before jax starts
