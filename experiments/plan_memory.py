@@ -140,7 +140,8 @@ def lower_train_step(plan: Plan, devices: list, model: Any = None) -> Any:
     config = TrainConfig(
         model=ModelSpec(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat),
         loss=LossConfig(name=plan.loss),
-        batch=BatchConfig(mini_batch_rows=plan.micro_rows, micro_batch_rows=plan.micro_rows),
+        # packed: one micro-batch is the plan's micro_rows sequences of seq tokens (the token budget)
+        batch=BatchConfig(mini_batch_rows=plan.micro_rows, micro_batch_rows=plan.micro_rows, pack_length=plan.seq),
         mesh=MeshConfig(plan.data, plan.fsdp, plan.tensor),
     )
     mesh = make_mesh(config.mesh, list(devices))
