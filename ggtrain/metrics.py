@@ -34,7 +34,7 @@ EVAL_SUCCESS = "eval/success_rate"  # share of the evaluation games won
 def truncate_metrics(run_dir: str | Path, step: int) -> None:
     """Metrics follow checkpoints: on resume from ``step``, drop ``metrics.jsonl`` lines past it (they were
     written before a crash the restored checkpoint does not include, and will be written again), so every
-    step appears once. TensorBoard keeps its event files; it shows the newest value of a repeated step."""
+    step appears once. TensorBoard's events past it are hidden by the resumed writer (``resumed_at``)."""
     path = Path(run_dir) / "metrics.jsonl"
     if path.exists():
         lines = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
@@ -61,7 +61,9 @@ class MetricAccumulator:
 
 
 class MetricsWriter:
-    def __init__(self, run_dir: str | Path, process_index: int | None = None):
+    def __init__(self, run_dir: str | Path, process_index: int | None = None, resumed_at: int | None = None):
+        """``resumed_at``: the step a resumed run restored; TensorBoard then hides the earlier files' events
+        past it (a ``purge_step`` marker), as ``truncate_metrics`` drops those ``metrics.jsonl`` lines."""
         self.run_dir = Path(run_dir)
         if process_index is None:
             import jax
@@ -74,7 +76,8 @@ class MetricsWriter:
             from tensorboardX import SummaryWriter
 
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.tb = SummaryWriter(str(self.run_dir / "tensorboard"))
+            purge = None if resumed_at is None else resumed_at + 1
+            self.tb = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=purge)
             self.jsonl = (self.run_dir / "metrics.jsonl").open("a")
 
     def write(self, step: int, metrics: dict[str, float], prefix: str = TRAIN) -> None:

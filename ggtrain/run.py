@@ -245,7 +245,7 @@ class OpenedRun:
         with writing_to(run_dir):
             store, start, manifest = open_records(config, run_dir, resume, updater, seeds, log)
             record_inputs(manifest, config, model_dir, games, evaluation)
-            writer = MetricsWriter(run_dir)
+            writer = MetricsWriter(run_dir, resumed_at=start if resume else None)
         stop = StopFlag()
         previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
         rollout = config.rollout

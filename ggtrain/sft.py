@@ -166,7 +166,7 @@ def run_sft_steps(
         truncate_metrics(run_dir, int(updater.state.step))
         log(f"ggtrain sft: resumed {out} at step {int(updater.state.step)}")
     write_resolved_config(config, run_dir)
-    writer = MetricsWriter(run_dir)
+    writer = MetricsWriter(run_dir, resumed_at=int(updater.state.step) if resume else None)
     flag = StopFlag()
     previous = {s: signal.signal(s, flag) for s in (signal.SIGTERM, signal.SIGINT)}
     loss, val = float("nan"), None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from ggtrain.metrics import MetricAccumulator, MetricsWriter
 
@@ -43,3 +44,34 @@ def test_resume_drops_metric_lines_past_the_restored_checkpoint(tmp_path):
     truncate_metrics(tmp_path, 2)
     kept = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert kept == lines[:3]
+
+
+def _events(path):
+    """(step, kind) of every record of a TensorBoard event file (TFRecord framing, tensorboardX's proto)."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    data, out, at = path.read_bytes(), [], 0
+    while at < len(data):
+        (length,) = struct.unpack("<Q", data[at : at + 8])
+        event = Event.FromString(data[at + 12 : at + 12 + length])
+        out.append((event.step, event.WhichOneof("what")))
+        at += 12 + length + 4
+    return out
+
+
+def test_resumed_writer_hides_tensorboard_steps_past_the_checkpoint(tmp_path):
+    first = MetricsWriter(tmp_path, process_index=0)
+    for step in (1, 2, 3):
+        first.write(step, {"loss": float(step)})
+    first.close()
+    time.sleep(1.1)  # event files are named by the second they open in, as a real restart's would differ
+    resumed = MetricsWriter(tmp_path, process_index=0, resumed_at=2)  # the checkpoint holds step 2
+    resumed.write(3, {"loss": 30.0})
+    resumed.close()
+    files = sorted((tmp_path / "tensorboard").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    assert len(files) == 2
+    # TensorBoard drops earlier events at or past a session-start marker's step: step 3 is shown once
+    assert (3, "session_log") in _events(files[1])
+    assert (3, "session_log") not in _events(files[0])
