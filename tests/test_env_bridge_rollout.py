@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 
@@ -11,6 +12,7 @@ import pytest
 
 from env_bridge.collate import collate_turns
 from env_bridge.envs import BuiltinRingEnv
+from env_bridge.games import discover_games
 from env_bridge.rollout import RolloutDriver, ScriptedPolicy, Turn
 from env_bridge.worker_pool import EnvPool
 from graph import build_state_graph, compute_advantages
@@ -110,14 +112,14 @@ def test_collation_is_deterministic_and_checkpointable(pool, qwen_tokenizer):
     np.testing.assert_array_equal(next(b)["tokens"], second["tokens"])
 
 
-def _crash_once(qwen_tokenizer, when: tuple[int, int]):
+def _crash_once(qwen_tokenizer, when: tuple[int, int], fault: str = "debug crash"):
     crashed = {"done": False}
     inner = _wandering(3)
 
     def choose(view):
         if (view.slot, view.turn) == when and not crashed["done"]:
             crashed["done"] = True
-            return "debug crash"
+            return fault
         return inner(view)
 
     return ScriptedPolicy(qwen_tokenizer, choose)
@@ -134,6 +136,27 @@ def test_a_group_hit_by_a_worker_crash_is_rerun_whole(pool, qwen_tokenizer):
         assert sorted(t.turn for t in result.turns if t.traj == traj) == list(
             range(len([t for t in result.turns if t.traj == traj]))
         )
+
+
+def test_a_group_hit_by_a_hung_step_is_rerun_whole(qwen_tokenizer):
+    with EnvPool("builtin", 2, fault_injection=True, step_timeout_s=1.0) as pool:
+        driver = RolloutDriver(pool, qwen_tokenizer, max_turns=4, retries=1)
+        result = driver.run([GAME, GAME], 4, _crash_once(qwen_tokenizer, (1, 1), "debug hang"), seed=0)
+    assert result.rerun_groups >= 1 and not result.dropped_groups and pool.restarts >= 1
+    keys = [(t.traj, t.turn) for t in result.turns]
+    assert len(keys) == len(set(keys)) and {t.traj for t in result.turns} == set(range(8))
+
+
+def test_a_group_whose_game_cannot_load_is_dropped_whole(tmp_path, qwen_tokenizer):
+    bad = tmp_path / "broken" / "trial" / "game.tw-pddl"
+    bad.parent.mkdir(parents=True)
+    good = discover_games("valid_seen")[0].path
+    bad.write_text(json.dumps(json.loads(good.read_text()) | {"pddl_problem": "(define (problem broken"}))
+    with EnvPool("alfworld", 2) as pool:
+        driver = RolloutDriver(pool, qwen_tokenizer, max_turns=2, retries=1)
+        result = driver.run([str(bad), str(good)], 2, ScriptedPolicy(qwen_tokenizer, lambda view: "look"), seed=0)
+    assert [d["group"] for d in result.dropped_groups] == [0] and "reset failed" in result.dropped_groups[0]["reason"]
+    assert {t.group for t in result.turns} == {1} and {e.traj for e in result.episodes} == {2, 3}
 
 
 def test_without_retries_the_failed_group_is_dropped_whole(qwen_tokenizer):
