@@ -27,7 +27,7 @@ from ggtrain.checkpoint import CheckpointStore
 from ggtrain.config import ConfigError, TrainConfig, config_to_dict, write_resolved_config
 from ggtrain.metrics import MetricsWriter, truncate_metrics
 from ggtrain.rollout_setup import make_rollout_driver
-from ggtrain.run import StopFlag
+from ggtrain.run import STOP_SIGNALS, StopFlag
 from ggtrain.sft_data import data_hash, encode_records, split_by_game
 from ggtrain.sharding import host_local_copy
 from ggtrain.train_step import metric_means
@@ -168,7 +168,7 @@ def run_sft_steps(
     write_resolved_config(config, run_dir)
     writer = MetricsWriter(run_dir, resumed_at=int(updater.state.step) if resume else None)
     flag = StopFlag()
-    previous = {s: signal.signal(s, flag) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.signal(s, flag) for s in STOP_SIGNALS}
     loss, val = float("nan"), None
     try:
         loss, val = _step_loop(config, updater, data, val_batches, store, writer, flag, progress)
