@@ -6,7 +6,7 @@ The TPU compiler in libtpu (the ``tpu`` extra) compiles for compile-only devices
 
     python experiments/compile_for.py --topology v5e:4x4 --model qwen2.5-1.5b --mesh 2,8,1 \\
         --micro-rows 16 --seq 2048 [--loss ppo_clip|ggpo] [--no-remat] [--dtype bfloat16] [--param-dtype float32] \\
-        [--prefill-chunk 256] [--prefill-memory-only]
+        [--prefill-chunk 256] [--prefill-memory-only] [--packed-slots K] [--attention masked|splash]
 
 The mesh uses every chip of the topology. The last line of stdout is one JSON object: the command,
 ``train_step`` (one micro-batch of ``--micro-rows`` global rows) and ``sampler`` (prefill, the prompt in
@@ -18,7 +18,10 @@ Memory comes from the real program (the layers scanned, as it runs). XLA's cost 
 loop's body once whatever its trip count, so FLOPs, bytes, ``optimal_seconds`` and collectives come from
 the same program with 1 and 2 layers (and 1 and 2 decode steps) with those loops unrolled, extrapolated
 linearly to the real depth and chunk. The MFU is the compiler's cost model (FLOPs / optimal seconds / the
-chip's peak bf16 rate), never a measurement.
+chip's peak bf16 rate), never a measurement. ``--packed-slots K`` compiles the packed layout (K turns
+per sequence, segment ids); ``--attention splash`` the training forward and backward with the TPU splash
+kernel (Pallas/Mosaic, segment ids, the causal and segment masks' empty blocks skipped) instead of the
+masked reference; the sampler's cached attention is the masked one either way.
 """
 
 from __future__ import annotations
@@ -379,6 +382,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--loss", default="ppo_clip", choices=("ppo_clip", "ggpo"))
     parser.add_argument("--no-remat", action="store_true")
+    parser.add_argument(
+        "--packed-slots",
+        type=int,
+        default=0,
+        help="packed layout: --micro-rows sequences of --seq tokens, K turns each",
+    )
+    parser.add_argument(
+        "--attention", default="masked", choices=("masked", "splash"), help="splash: the TPU kernel (segment ids)"
+    )
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPE_BYTES), help="the compute dtype")
     parser.add_argument("--param-dtype", default="float32", choices=sorted(DTYPE_BYTES))
     parser.add_argument(
@@ -402,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         data, fsdp, tensor = parse_mesh(args.mesh, len(devices))
         if args.prefill_chunk < 1 or args.prefill_chunk & (args.prefill_chunk - 1):
             raise UsageError(f"--prefill-chunk {args.prefill_chunk}: expected a power of two")
+        if args.packed_slots < 0:
+            raise UsageError(f"--packed-slots {args.packed_slots}: expected 0 (padded) or more")
+        if args.attention == "splash" and args.seq % 128:
+            raise UsageError(f"--seq {args.seq}: the splash kernel takes multiples of 128 tokens")
         if args.micro_rows < 1 or args.micro_rows % (data * fsdp) or args.seq < 1:
             raise UsageError(
                 f"--micro-rows {args.micro_rows}: expected a positive multiple of data x fsdp = {data * fsdp}"
@@ -412,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan(
         args.model, data, fsdp, tensor, args.micro_rows, args.seq, not args.no_remat, args.param_dtype, args.dtype
     )
-    plan = dataclasses.replace(plan, loss=args.loss)
+    plan = dataclasses.replace(plan, loss=args.loss, packed_slots=args.packed_slots, attention=args.attention)
     model = model_config(plan)
     command = "python experiments/compile_for.py " + " ".join(sys.argv[1:] if argv is None else argv)
     report = compile_for(args.topology, plan, model, devices, args.prefill_chunk, args.prefill_memory_only)

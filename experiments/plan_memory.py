@@ -71,6 +71,7 @@ class Plan:
     # 0: padded rows (micro_rows turns of seq tokens); K > 0: the packed layout (BatchConfig.packing) of
     # micro_rows sequences of seq tokens holding up to K turns each, with segment ids and [S, K] row tables
     packed_slots: int = 0
+    attention: str = "masked"  # models.attention.ATTENTION_KERNELS (splash: the TPU kernel, with segment ids)
 
     @property
     def devices(self) -> int:
@@ -138,7 +139,7 @@ def lower_train_step(plan: Plan, devices: list, model: Any = None) -> Any:
 
     model = model if model is not None else model_config(plan)
     config = TrainConfig(
-        model=ModelSpec(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat),
+        model=ModelSpec(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat, attention=model.attention),
         loss=LossConfig(name=plan.loss),
         # packed: one micro-batch is the plan's micro_rows sequences of seq tokens (the token budget)
         batch=BatchConfig(mini_batch_rows=plan.micro_rows, micro_batch_rows=plan.micro_rows, pack_length=plan.seq),
@@ -192,7 +193,8 @@ def batch_fields(plan: Plan) -> dict[str, tuple[tuple[int, ...], Any]]:
 
 def model_config(plan: Plan) -> Any:
     """The plan's preset with its dtypes and remat."""
-    return model_presets()[plan.model].replace(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat)
+    preset = model_presets()[plan.model]
+    return preset.replace(param_dtype=plan.param_dtype, dtype=plan.dtype, remat=plan.remat, attention=plan.attention)
 
 
 def abstract_with(shapes: Any, shardings: Any) -> Any:

@@ -30,6 +30,7 @@ class ModelSpec:
     param_dtype: str = "float32"
     dtype: str = "float32"
     remat: bool = False
+    attention: str = "masked"  # masked (reference, any backend) | splash (TPU kernel) | splash_interpret (tests)
 
 
 @gin.configurable
@@ -263,6 +264,7 @@ def _choices() -> dict[str, tuple[str, ...]]:
     from ggtrain.optim import SCHEDULES
     from ggtrain.ppo import AGGREGATIONS, KL_TYPES
     from graph import ESTIMATORS
+    from models.attention import ATTENTION_KERNELS
 
     dtypes = ("float32", "bfloat16", "float16")
     return {
@@ -274,7 +276,14 @@ def _choices() -> dict[str, tuple[str, ...]]:
         "checkpoint.best_mode": ("max", "min"),
         "model.param_dtype": dtypes,
         "model.dtype": dtypes,
+        "model.attention": ATTENTION_KERNELS,
     }
+
+
+def _backend() -> str:
+    import jax
+
+    return jax.default_backend()
 
 
 def check_values(config: TrainConfig) -> None:
@@ -296,6 +305,11 @@ def check_values(config: TrainConfig) -> None:
         name, value = _field(config, path)
         if value not in choices:
             raise ConfigError(f"{name} = {value!r}: expected one of {', '.join(choices)}")
+    if config.model.attention == "splash" and (backend := _backend()) != "tpu":
+        raise ConfigError(
+            f"ModelSpec.attention = 'splash': the kernel runs on TPU only (this backend is {backend});"
+            " use 'masked' (or 'splash_interpret', the same kernel interpreted: slow, for checks)"
+        )
     batch = config.batch
     if batch.mini_batch_rows % batch.micro_batch_rows:
         raise ConfigError(

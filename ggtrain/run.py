@@ -239,7 +239,9 @@ class OpenedRun:
         main = host.process_index == 0
         log = log_to_stderr if main else (lambda message: None)
         lm = load_pretrained(model_dir, config.model.param_dtype, config.model.dtype)
-        updater = Updater.create(lm.config.replace(remat=config.model.remat), lm.params, config)
+        updater = Updater.create(
+            lm.config.replace(remat=config.model.remat, attention=config.model.attention), lm.params, config
+        )
         tokenizer, model_config = lm.tokenizer, lm.config
         del lm  # the updater holds its own (sharded) copies; the loaded parameters are not needed again
         with writing_to(run_dir):

@@ -156,7 +156,11 @@ def run_sft_steps(
     val_turns = encode_records(val_records, driver, tokenizer.eos_token_id)
     pad, rows = tokenizer.pad_token_id, config.batch.mini_batch_rows
     val_batches = list(Batches(val_turns, rows, 0, pad).plan_batches()) if val_turns else []
-    updater = Updater.create(lm.config.replace(remat=config.model.remat), lm.params, sft_train_config(config))
+    updater = Updater.create(
+        lm.config.replace(remat=config.model.remat, attention=config.model.attention),
+        lm.params,
+        sft_train_config(config),
+    )
     del lm
     data = Batches(train_turns, rows, config.seed, pad)
     store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
@@ -177,7 +181,9 @@ def run_sft_steps(
         writer.close()
         for s, h in previous.items():
             signal.signal(s, h)
-    model = LanguageModel(updater.model_config.replace(remat=False), host_local_copy(updater.state.params), tokenizer)
+    model = LanguageModel(
+        updater.model_config.replace(remat=False, attention="masked"), host_local_copy(updater.state.params), tokenizer
+    )
     return model, SftResult(int(updater.state.step), loss, val, flag.requested)
 
 

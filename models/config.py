@@ -37,8 +37,13 @@ class ModelConfig:
     param_dtype: str = "float32"
     dtype: str = "float32"
     remat: bool = False
+    attention: str = "masked"  # models.attention.ATTENTION_KERNELS; a run setting, not saved with the weights
 
     def __post_init__(self) -> None:
+        from models.attention import ATTENTION_KERNELS
+
+        if self.attention not in ATTENTION_KERNELS:
+            raise ValueError(f"attention={self.attention!r}: expected one of {list(ATTENTION_KERNELS)}")
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"model_type={self.model_type!r}: expected one of {sorted(MODEL_TYPES)}")
         if self.num_heads % self.num_kv_heads:

@@ -13,10 +13,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from models.attention import masked_attention, splash_attention, splash_fits
 from models.config import ModelConfig
 
 KVCache = dict[str, jax.Array]
-MASK_VALUE = -1e30  # finite, so a query with no visible key gives a uniform (not NaN) distribution
 
 init_normal = nn.initializers.normal(stddev=0.02)
 
@@ -101,15 +101,15 @@ class Attention(nn.Module):
         keys = nn.with_logical_constraint(keys, ("batch", "cache_length", "kv_heads", "head_dim"))
         groups = cfg.num_heads // cfg.num_kv_heads
         q = q.reshape(batch, length, cfg.num_kv_heads, groups, cfg.head_dim)
-        scores = jnp.einsum("btkgd,bskd->bkgts", q, keys.astype(q.dtype)).astype(jnp.float32)
-        scores = scores / jnp.sqrt(jnp.float32(cfg.head_dim))
-        key_slots = jnp.arange(keys.shape[1])
-        visible = kv_valid[:, None, :] & (key_slots[None, None, :] <= query_slots[None, :, None])  # [B, T, S]
-        if segment_ids is not None:
-            visible = visible & (segment_ids[:, :, None] == segment_ids[:, None, :])
-        scores = jnp.where(visible[:, None, None, :, :], scores, MASK_VALUE)
-        probs = jax.nn.softmax(scores, axis=-1).astype(cfg.jnp_dtype)
-        out = jnp.einsum("bkgts,bskd->btkgd", probs, values.astype(cfg.jnp_dtype))
+        if cache is None and cfg.attention != "masked" and splash_fits(length):
+            segments = segment_ids if segment_ids is not None else kv_valid.astype(jnp.int32)
+            out = splash_attention(q, keys, values, segments, interpret=cfg.attention == "splash_interpret")
+        else:
+            key_slots = jnp.arange(keys.shape[1])
+            visible = kv_valid[:, None, :] & (key_slots[None, None, :] <= query_slots[None, :, None])  # [B, T, S]
+            if segment_ids is not None:
+                visible = visible & (segment_ids[:, :, None] == segment_ids[:, None, :])
+            out = masked_attention(q, keys, values, visible, cfg.jnp_dtype)
         out = out.reshape(batch, length, cfg.num_heads * cfg.head_dim)
         o_kernel = _param(
             self,

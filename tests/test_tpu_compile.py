@@ -4,6 +4,7 @@ and meshes are one line, exit 2. Needs libtpu (the ``tpu`` extra)."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,19 @@ def test_train_step_compiles_for_v5e_with_state_sharded_over_fsdp_and_tensor(dev
     found = collectives(compiled.as_text())
     assert found["all-gather"]["count"] > 0  # fsdp gathers its parameter shards
     assert found["all-reduce"]["count"] > 0  # gradients and tensor-parallel partial sums
+
+
+@pytest.mark.slow
+def test_packed_train_step_compiles_with_the_splash_kernel_per_chip(devices):
+    """``ModelSpec.attention = 'splash'``: the packed step's attention is the Mosaic kernel (a TPU custom
+    call, forward and both backward kernels), sharded by ``shard_map`` over the same mesh; the masked
+    reference of the same plan has no such call."""
+    plan = dataclasses.replace(PLAN, packed_slots=2)
+    splash = lower_train_step(plan, devices, MODEL.replace(attention="splash")).compile().as_text()
+    masked = lower_train_step(plan, devices, MODEL).as_text()
+    assert splash.count("tpu_custom_call") >= 3
+    assert "tpu_custom_call" not in masked
+    assert collectives(splash)["all-gather"]["count"] > 0  # still fsdp: the kernel sits inside the mesh
 
 
 @pytest.mark.slow
