@@ -54,12 +54,18 @@ from experiments.plan_memory import (  # noqa: E402
     model_presets,
 )
 
-# device_kind -> (name, HBM GiB per chip, peak bf16 FLOP/s per chip): Google's published chip figures
+# device_kind -> (name, HBM GiB per chip, peak bf16 FLOP/s per chip): Google's published chip figures; for
+# the GPUs the memory of experiments/gpu_targets.py and NVIDIA's dense bf16 peak
 CHIPS = {
     "TPU v5 lite": ("v5e", 16, 197e12),
     "TPU v6 lite": ("v6e", 32, 918e12),
     "TPU v5": ("v5p", 95, 459e12),
+    "NVIDIA H100 80GB HBM3": ("h100", 84929347584 / 2**30, 989e12),
+    "NVIDIA H200": ("h200", 150754820096 / 2**30, 989e12),
 }
+GPU_COST_NOTE = (
+    "XLA:GPU compile-only executables give no cost analysis at JAX 0.10.2 (cost_analysis() is None): memory only"
+)
 COLLECTIVE_KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
 HLO_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4}
 HLO_BYTES |= {"f64": 8, "s64": 8, "u64": 8}
@@ -87,21 +93,54 @@ def _stderr_captured() -> Iterator[None]:
 
 
 def topology_devices(name: str) -> list:
-    """The compile-only devices of a TPU topology, e.g. ``v5e:4x4``; UsageError if libtpu does not know it."""
+    """The compile-only devices of a TPU topology (``v5e:4x4``) or of N GPUs on one host (``h200:8``,
+    ``experiments/gpu_targets.py``); UsageError if the installed compiler cannot build it."""
+    from experiments.gpu_targets import parse_gpu_topology
+
+    try:
+        gpu = parse_gpu_topology(name)
+    except ValueError as error:
+        raise UsageError(f"--topology {name!r}: {error}") from None
+    devices = _gpu_devices(name, *gpu) if gpu else _tpu_devices(name)
+    if devices[0].device_kind not in CHIPS:
+        known = sorted(v[0] for v in CHIPS.values())
+        raise UsageError(f"--topology {name!r}: chip {devices[0].device_kind!r} has no memory figure here ({known})")
+    return devices
+
+
+def _tpu_devices(name: str) -> list:
     # compiling holds no chip: let several processes load libtpu (it takes /tmp/libtpu_lockfile otherwise)
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     from jax.experimental import topologies
 
     try:
         with _stderr_captured():
-            devices = list(topologies.get_topology_desc(platform="tpu", topology_name=name).devices)
+            return list(topologies.get_topology_desc(platform="tpu", topology_name=name).devices)
     except Exception as error:  # JaxRuntimeError (unknown name), RuntimeError (no libtpu)
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise UsageError(f"--topology {name!r}: the installed libtpu cannot build it ({reason})") from None
-    if devices[0].device_kind not in CHIPS:
-        known = sorted(v[0] for v in CHIPS.values())
-        raise UsageError(f"--topology {name!r}: chip {devices[0].device_kind!r} has no memory figure here ({known})")
-    return devices
+
+
+def _gpu_devices(name: str, kind: str, count: int) -> list:
+    from jax.experimental import topologies
+
+    from experiments.gpu_targets import target_config
+
+    try:
+        topology = topologies.get_topology_desc(
+            platform="cuda", topology=f"1x1x{count}", target_config=target_config(kind)
+        )
+    except Exception as error:  # NotImplementedError: no CUDA plugin registered
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UsageError(
+            f"--topology {name!r}: no XLA:GPU compiler here ({reason}); it comes with the gpu-compile extra"
+            " (pip install -e '.[gpu-compile]', about 6 GB) and needs JAX_PLATFORMS=cpu"
+        ) from None
+    return list(topology.devices)
+
+
+def has_cost_analysis(devices: list) -> bool:
+    return not devices[0].device_kind.startswith("NVIDIA")
 
 
 def parse_mesh(text: str, chips: int) -> tuple[int, int, int]:
@@ -241,6 +280,8 @@ def with_mfu(report: dict, peak_flops: float) -> dict:
 def train_step_report(plan: Plan, model: Any, devices: list, chip: tuple) -> dict:
     _, hbm_gib, peak = chip
     memory = compile_memory(try_compile(lower_train_step(plan, devices, model)), hbm_gib)
+    if not has_cost_analysis(devices):
+        return memory | {"cost": None, "cost_note": GPU_COST_NOTE}
     cost = extrapolated_cost(
         lambda _, layers: lower_train_step(plan, devices, model.replace(num_layers=layers)), 1, model.num_layers
     )
@@ -345,6 +386,9 @@ def sampler_report(
 
     for name, attempt, steps, index in (("prefill", prefill, 1, 0), ("decode_chunk", try_compile(decode), chunk, 2)):
         memory = compile_memory(attempt, hbm_gib)
+        if not has_cost_analysis(devices):
+            out[name] = memory | {"cost": None, "cost_note": GPU_COST_NOTE}
+            continue
         cost = extrapolated_cost(functools.partial(lower_at, index), steps, model.num_layers)
         out[name] = with_mfu(memory | cost, peak)
     return out
@@ -359,7 +403,8 @@ def compile_for(
         "chip": chip[0],
         "chips": len(devices),
         "hosts": len({d.process_index for d in devices}),
-        "hbm_gib_per_chip": chip[1],
+        "compiler": "XLA:TPU" if has_cost_analysis(devices) else "XLA:GPU (compile-only, no autotuning)",
+        "hbm_gib_per_chip": round(chip[1], 2),
         "peak_bf16_tflops_per_chip": chip[2] / 1e12,
         "plan": {k: v for k, v in dataclasses.asdict(plan).items() if k not in ("sample_batch", "sample_len")},
     }
@@ -369,13 +414,19 @@ def compile_for(
         "train_step": train_step_report(plan, model, devices, chip),
         "sampler": sampler_report(plan, model, devices, chip, prefill_chunk),
         "cost_note": "flops, bytes, optimal_seconds and collectives per chip, from 1- and 2-layer unrolled "
-        "compiles extrapolated to the full depth; memory from the real (scanned) program",
+        "compiles extrapolated to the full depth; memory from the real (scanned) program"
+        if has_cost_analysis(devices)
+        else GPU_COST_NOTE,
     }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--topology", required=True, help="a TPU topology name, e.g. v5e:4x4, v6e:4x4, v5p:2x2x2")
+    parser.add_argument(
+        "--topology",
+        required=True,
+        help="a TPU topology (v5e:4x4, v6e:4x4, v5p:2x2x2) or GPUs on one host (h100:8, h200:8; gpu-compile extra)",
+    )
     parser.add_argument("--model", default="qwen2.5-1.5b", help="a key of models.config.MODEL_PRESETS")
     parser.add_argument("--mesh", required=True, help="data,fsdp,tensor (their product: every chip)")
     parser.add_argument("--micro-rows", type=int, default=16, help="global rows per micro-batch")
@@ -416,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--prefill-chunk {args.prefill_chunk}: expected a power of two")
         if args.packed_slots < 0:
             raise UsageError(f"--packed-slots {args.packed_slots}: expected 0 (padded) or more")
+        if args.attention == "splash" and not has_cost_analysis(devices):
+            raise UsageError("--attention splash: the splash kernel is TPU only")
         if args.attention == "splash" and args.seq % 128:
             raise UsageError(f"--seq {args.seq}: the splash kernel takes multiples of 128 tokens")
         if args.micro_rows < 1 or args.micro_rows % (data * fsdp) or args.seq < 1:
