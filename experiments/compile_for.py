@@ -288,32 +288,44 @@ def train_step_report(plan: Plan, model: Any, devices: list, chip: tuple) -> dic
     return with_mfu(memory | cost, peak)
 
 
-def sampler_placement(model: Any, plan: Plan, devices: list) -> tuple[Any, Any, int, str]:
+def sampler_target(topology: str, devices: list) -> tuple[list, int]:
+    """(the devices the sampler's program is compiled for, the host count). On several hosts each samples
+    on its own chips alone, but the compiler refuses a program on a subset of a topology's compile-only
+    devices, so one host is compiled as the one-host slice of the same chip with as many chips."""
+    hosts = len({d.process_index for d in devices})
+    if hosts == 1:
+        return devices, 1
+    local = sum(d.process_index == devices[0].process_index for d in devices)
+    generation = topology.split(":")[0]
+    shapes = {"v5p": {4: "2x2x1"}}.get(generation, {1: "1x1", 4: "2x2", 8: "2x4"})
+    if local not in shapes:
+        raise UsageError(f"--topology {topology!r}: no one-host slice of {local} chips to compile the sampler for")
+    return topology_devices(f"{generation}:{shapes[local]}"), hosts
+
+
+def sampler_placement(model: Any, plan: Plan, devices: list, hosts: int = 1) -> tuple[Any, Any, int, str]:
     """Where the sampler runs (``ggtrain.sharding.host_local_copy``): on one host, on the training mesh
-    with the training parameter shardings; on several, a full parameter copy on each host's first chip
-    with its share of the environments. Returns (parameter shardings, input sharding, batch, label)."""
-    import jax
+    with the training parameter shardings; on several (``devices``: one host's chips, ``sampler_target``),
+    each host's share of the environments on its own chips, the parameters split over them
+    (``ggtrain.sharding.sampler_shardings``). Returns (parameter shardings, input sharding, batch, label)."""
     from jax.sharding import NamedSharding, PartitionSpec
 
     from ggtrain.config import MeshConfig
-    from ggtrain.sharding import make_mesh, param_shardings
+    from ggtrain.sharding import make_mesh, param_shardings, sampler_shardings
     from models.buckets import bucket
     from models.sampler import BATCH_BUCKETS
 
-    hosts = len({d.process_index for d in devices})
     batch = bucket(-(-REFERENCE_ENVS // hosts), BATCH_BUCKETS, "batch size")
     if hosts == 1:
         mesh = make_mesh(MeshConfig(plan.data, plan.fsdp, plan.tensor), devices)
         return param_shardings(model, mesh), NamedSharding(mesh, PartitionSpec()), batch, "training mesh, one host"
-    one = jax.sharding.SingleDeviceSharding(devices[0])
-    shardings = jax.tree_util.tree_map(
-        lambda _: one, param_shardings(model, make_mesh(MeshConfig(1, 1, 1), devices[:1]))
-    )
-    return shardings, one, batch, f"one chip per host, full parameter copy ({hosts} hosts)"
+    inputs = NamedSharding(make_mesh(MeshConfig(1, len(devices), 1), devices), PartitionSpec())
+    label = f"each host's {len(devices)} chips, parameters split over them ({hosts} hosts)"
+    return sampler_shardings(model, devices), inputs, batch, label
 
 
 def lower_sampler(
-    model: Any, plan: Plan, devices: list, steps: int, prefill_chunk: int = REFERENCE_PREFILL_CHUNK
+    model: Any, plan: Plan, devices: list, steps: int, prefill_chunk: int = REFERENCE_PREFILL_CHUNK, hosts: int = 1
 ) -> tuple[Any, tuple, Any]:
     """``models.sampler``'s prefill in chunks of ``prefill_chunk`` prompt tokens (lowered, and its compile
     attempt) and one decode chunk of ``steps`` steps (lowered) from abstract inputs; the chunk takes the
@@ -325,7 +337,7 @@ def lower_sampler(
     from models import sampler
     from models.decoder import init_params
 
-    param_sh, inputs, batch, _ = sampler_placement(model, plan, devices)
+    param_sh, inputs, batch, _ = sampler_placement(model, plan, devices, hosts)
     params = abstract_with(jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0))), param_sh)
     sds = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=inputs)
     prefill = jax.jit(sampler._prefill.__wrapped__, static_argnums=(0, 4, 5))
@@ -362,14 +374,20 @@ def lower_sampler(
 
 
 def sampler_report(
-    plan: Plan, model: Any, devices: list, chip: tuple, prefill_chunk: int, prefill_memory_only: bool = False
+    plan: Plan,
+    model: Any,
+    devices: list,
+    chip: tuple,
+    prefill_chunk: int,
+    prefill_memory_only: bool = False,
+    hosts: int = 1,
 ) -> dict:
     from models.sampler import SamplingParams
 
     _, hbm_gib, peak = chip
     chunk = SamplingParams().chunk
-    _, _, batch, placement = sampler_placement(model, plan, devices)
-    _, prefill, decode = lower_sampler(model, plan, devices, chunk, prefill_chunk)
+    _, _, batch, placement = sampler_placement(model, plan, devices, hosts)
+    _, prefill, decode = lower_sampler(model, plan, devices, chunk, prefill_chunk, hosts)
     out: dict = {
         "placement": placement,
         "environments_per_sampler": batch,
@@ -382,7 +400,7 @@ def sampler_report(
         return out | {"prefill": compile_memory(prefill, hbm_gib)}
 
     def lower_at(index: int, steps: int, layers: int) -> Any:
-        return lower_sampler(model.replace(num_layers=layers), plan, devices, steps, prefill_chunk)[index]
+        return lower_sampler(model.replace(num_layers=layers), plan, devices, steps, prefill_chunk, hosts)[index]
 
     for name, attempt, steps, index in (("prefill", prefill, 1, 0), ("decode_chunk", try_compile(decode), chunk, 2)):
         memory = compile_memory(attempt, hbm_gib)
@@ -408,11 +426,12 @@ def compile_for(
         "peak_bf16_tflops_per_chip": chip[2] / 1e12,
         "plan": {k: v for k, v in dataclasses.asdict(plan).items() if k not in ("sample_batch", "sample_len")},
     }
+    sampler_devices, hosts = sampler_target(topology, devices)
     if prefill_memory_only:
-        return report | {"sampler": sampler_report(plan, model, devices, chip, prefill_chunk, True)}
+        return report | {"sampler": sampler_report(plan, model, sampler_devices, chip, prefill_chunk, True, hosts)}
     return report | {
         "train_step": train_step_report(plan, model, devices, chip),
-        "sampler": sampler_report(plan, model, devices, chip, prefill_chunk),
+        "sampler": sampler_report(plan, model, sampler_devices, chip, prefill_chunk, False, hosts),
         "cost_note": "flops, bytes, optimal_seconds and collectives per chip, from 1- and 2-layer unrolled "
         "compiles extrapolated to the full depth; memory from the real (scanned) program"
         if has_cost_analysis(devices)

@@ -95,19 +95,31 @@ def shard_batch(batch: dict[str, Any], mesh: Mesh) -> dict[str, jax.Array]:
     return out
 
 
-def host_local_copy(tree: Any) -> Any:
-    """A full copy of every (global) array on this host's devices, for host-local work like sampling.
-    Collective when several processes run: all must call it at the same point."""
+def sampler_shardings(model_config: ModelConfig, devices: list[jax.Device] | None = None) -> Any:
+    """Where a host samples when several run: its parameters split over its own devices (fsdp on a
+    ``(1, n, 1)`` mesh of ``jax.local_devices()``), so a model too big for one chip still samples, on
+    every chip of the host, whatever the training mesh's axes."""
+    local = list(devices if devices is not None else jax.local_devices())
+    return param_shardings(model_config, make_mesh(MeshConfig(1, len(local), 1), local))
+
+
+def host_local_copy(tree: Any, shardings: Any = None) -> Any:
+    """Every (global) array of ``tree`` on this host's devices, for host-local work like sampling: with
+    one process, the arrays as they are (the training mesh is every device); with several, gathered and
+    laid out by ``shardings`` (a matching tree, e.g. :func:`sampler_shardings`) or, without, as one full
+    copy on the host's default device. Collective when several processes run: all must call it at the
+    same point."""
     if jax.process_count() == 1:
         return tree
     from jax.experimental import multihost_utils
 
-    def local(x: jax.Array) -> Any:
-        if x.is_fully_replicated:
-            return x.addressable_data(0)
-        return jnp.asarray(multihost_utils.process_allgather(x, tiled=True))
+    def gathered(x: jax.Array) -> Any:
+        return x.addressable_data(0) if x.is_fully_replicated else multihost_utils.process_allgather(x, tiled=True)
 
-    return jax.tree_util.tree_map(local, tree)
+    host = jax.tree_util.tree_map(gathered, tree)
+    if shardings is None:
+        return jax.tree_util.tree_map(jnp.asarray, host)
+    return jax.tree_util.tree_map(jax.device_put, host, shardings)
 
 
 def logical_rules_context() -> Any:
