@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.packed_slots < 0:
             raise UsageError(f"--packed-slots {args.packed_slots}: expected 0 (padded) or more")
         if args.attention == "splash" and not has_cost_analysis(devices):
-            raise UsageError("--attention splash: the splash kernel is TPU only")
+            raise UsageError(f"--attention splash: the splash kernel is TPU only, not for --topology {args.topology!r}")
         if args.attention == "splash" and args.seq % 128:
             raise UsageError(f"--seq {args.seq}: the splash kernel takes multiples of 128 tokens")
         if args.micro_rows < 1 or args.micro_rows % (data * fsdp) or args.seq < 1:

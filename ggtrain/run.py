@@ -36,7 +36,7 @@ from ggtrain.metrics import MetricsWriter, truncate_metrics
 from ggtrain.policies import resolve_model
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
 from ggtrain.seeds import RunSeeds
-from ggtrain.sharding import make_mesh
+from ggtrain.sharding import make_mesh, sampler_shardings
 from ggtrain.update_loop import Updater
 from models import load_pretrained
 from models.sampler import Sampler, SamplingParams
@@ -224,6 +224,7 @@ class OpenedRun:
     stop: StopFlag
     log: Callable[[str], None]
     show_progress: bool  # progress bars (process 0, when asked for)
+    sampler_layout: Any = None  # with several hosts, each samples on all its devices (sharding.sampler_shardings)
     fault: Fault | None = None  # test-only failure injection (GGTRAIN_FAULT_INJECT)
     previous_handlers: dict[signal.Signals, Any] = dataclasses.field(default_factory=dict)
 
@@ -273,6 +274,7 @@ class OpenedRun:
             stop=stop,
             log=log,
             show_progress=progress and main,
+            sampler_layout=sampler_shardings(model_config) if jax.process_count() > 1 else None,
             fault=fault,
             previous_handlers=previous,
         )

@@ -34,7 +34,7 @@ from ggtrain.metrics import MetricAccumulator
 from ggtrain.packing import packing_of
 from ggtrain.run import OpenedRun, StopFlag, training_games, unwritable
 from ggtrain.seeds import EVALUATION_SEEDS
-from ggtrain.sharding import host_local_copy, sampler_shardings
+from ggtrain.sharding import host_local_copy
 from graph import compute_advantages_with_diagnostics
 
 __all__ = ["Interrupted", "OpenedRun", "RolloutShare", "StopFlag", "train", "training_games"]
@@ -170,17 +170,12 @@ def choose_games(games: list[str], count: int, rng: np.random.Generator) -> list
     return [games[i] for i in rng.choice(len(games), count, replace=len(games) < count)]
 
 
-def _sampler_layout(run: OpenedRun) -> Any:
-    """With several hosts, each samples on all of its own devices (``sampler_shardings``)."""
-    return sampler_shardings(run.model_config) if jax.process_count() > 1 else None
-
-
 def play_iteration(run: OpenedRun, iteration: int) -> tuple[RolloutShare, float]:
     """This host's whole task groups played by the behavior policy; returns its share and the seconds."""
     rollout = run.config.rollout
     chosen = choose_games(run.games, rollout.groups_per_iteration, run.seeds.group_choice(iteration))
     mine = host_share(len(chosen), run.host)
-    behavior = host_local_copy(run.updater.state.behavior_params, _sampler_layout(run))
+    behavior = host_local_copy(run.updater.state.behavior_params, run.sampler_layout)
     policy = SamplerPolicy(run.sampler, behavior, run.sampling, run.seeds.rollout_key(iteration))
     t0 = time.perf_counter()
     with _bar(run.show_progress, rollout.max_turns, f"iter {iteration + 1} rollout", "turn") as bar:
@@ -289,7 +284,7 @@ def evaluation_due(config: TrainConfig, iteration: int) -> bool:
 def evaluate_policy(run: OpenedRun, iteration: int) -> float:
     """Each host plays its share of the evaluation games with the learner's parameters; process 0 writes
     every outcome, in evaluation order. Returns the success rate (the same on every host)."""
-    params = host_local_copy(run.updater.state.params, _sampler_layout(run))
+    params = host_local_copy(run.updater.state.params, run.sampler_layout)
     mine = host_share(len(run.evaluation), run.host)
     with _bar(run.show_progress, run.config.eval.max_turns, "eval", "turn") as bar:
         _, records = evaluate(
