@@ -1,7 +1,9 @@
 """How often a model picks the expert's action on held-out prompts: the walkthroughs of evaluation games
 replayed with RL's prompt (``env_bridge.demonstrations``), the model's greedy answer parsed as RL parses
-it, compared with the expert's command. A quick diagnostic of a warm start, independent of the
-environment's randomness; prints one JSON object (and writes it with ``--out``).
+it, compared with the expert's command; and, teacher-forced, the mean log-probability the model gives each
+word of the expert's command after the verb (the object, its number, the place: a finer signal than the
+greedy match while a model is still learning to copy them). A quick diagnostic of a warm start,
+independent of the environment's randomness; prints one JSON object (and writes it with ``--out``).
 
     python experiments/action_accuracy.py --model tiny-alfworld --games 12
 """
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     for start in range(0, len(prompts), 32):  # batches the memory of this machine holds
         texts += sampler.generate(lm.params, prompts[start : start + 32], sampling, jax.random.PRNGKey(0)).texts
     chosen = [parse_action(t).action for t in texts]
+    argument_logp = expert_argument_logprobs(lm, prompts, records)
     by_verb: dict[str, list[bool]] = collections.defaultdict(list)
     for r, a in zip(records, chosen, strict=True):
         by_verb[r["action"].split()[0]].append(a == r["action"])
@@ -67,11 +70,39 @@ def main(argv: list[str] | None = None) -> int:
         "exact": sum(a == r["action"] for r, a in zip(records, chosen, strict=True)) / len(records),
         "admissible": sum(a in r["admissible"] for r, a in zip(records, chosen, strict=True)) / len(records),
         "exact_by_expert_verb": {v: [round(sum(x) / len(x), 3), len(x)] for v, x in sorted(by_verb.items())},
+        "argument_logprob_by_expert_verb": argument_logp,
     }
     print(json.dumps(result))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     return 0
+
+
+def expert_argument_logprobs(lm, prompts: list[list[int]], records: list[dict]) -> dict[str, float]:
+    """Per expert verb, the mean teacher-forced log-prob of the command's tokens after the verb."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from env_bridge.collate import length_bucket
+    from models.scoring import score_tokens_jit
+
+    by_verb: dict[str, list[float]] = collections.defaultdict(list)
+    for prompt, r in zip(prompts, records, strict=True):
+        verb, *arguments = r["action"].split()
+        before = lm.tokenizer.encode(r["response"].split(r["action"])[0] + verb, add_special_tokens=False)
+        argument_ids = lm.tokenizer.encode(" " + " ".join(arguments), add_special_tokens=False)
+        if not argument_ids:
+            continue
+        tokens = [*prompt, *before, *argument_ids]
+        n = length_bucket(len(tokens))
+        padded = np.zeros((1, n), np.int32)
+        padded[0, : len(tokens)] = tokens
+        attention, mask = np.zeros((1, n), bool), np.zeros((1, n), bool)
+        attention[0, : len(tokens)] = True
+        mask[0, len(tokens) - len(argument_ids) : len(tokens)] = True
+        logp = score_tokens_jit(lm.config, lm.params, jnp.asarray(padded), jnp.asarray(attention), jnp.asarray(mask))
+        by_verb[verb].append(float(logp.sum()) / len(argument_ids))
+    return {v: round(sum(x) / len(x), 3) for v, x in sorted(by_verb.items())}
 
 
 if __name__ == "__main__":

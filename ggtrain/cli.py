@@ -398,7 +398,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from ggtrain.config import ConfigError
     from ggtrain.run import alfworld_games
     from ggtrain.sft import sft
-    from ggtrain.sft_data import mix_uniform, read_jsonl, walkthrough_records
+    from ggtrain.sft_data import demonstration_mix, read_jsonl, walkthrough_records
 
     config = _resolve_sft(args)
     out = Path(args.out)
@@ -412,7 +412,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         records = walkthrough_records(
             args.walkthroughs, config.rollout, config.data_dir, config.sft.walkthrough_games, config.seed
         )
-        records = mix_uniform(records, config.sft.uniform_fraction, config.rollout.action_format, config.seed)
+        records = demonstration_mix(records, config)
     record = sft(config, model_dir, records, out, resume=args.resume)
     print(json.dumps({"out": str(out)} | {k: record.get(k) for k in ("steps", "validation_loss", "interrupted")}))
     return 143 if record.get("interrupted") == "SIGTERM" else 130 if record.get("interrupted") else 0

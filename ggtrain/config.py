@@ -150,6 +150,9 @@ class SftConfig:
     language_model_steps: int = 0
     walkthrough_games: int = 0  # --walkthroughs: how many games of the split (0 = all), a seeded sample
     uniform_fraction: float = 0.0  # turns whose answer is replaced by a uniformly random admissible action
+    # turns whose expert command takes or moves an object appear this many times: the object named by the
+    # task must be copied into them, and they are a few of a game's turns among many `go to` answers
+    take_move_repeats: int = 1
     validation_fraction: float = 0.05  # demonstrations (whole games) held out for the validation loss
     validation_every: int = 50
     checkpoint_every: int = 50

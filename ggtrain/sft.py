@@ -51,6 +51,8 @@ def check_sft_config(config: TrainConfig) -> None:
         raise ConfigError(f"SftConfig.steps = {s.steps}: expected at least 1")
     if not 0 <= s.language_model_steps <= s.steps:
         raise ConfigError(f"SftConfig.language_model_steps = {s.language_model_steps}: expected 0 to steps ({s.steps})")
+    if s.take_move_repeats < 1:
+        raise ConfigError(f"SftConfig.take_move_repeats = {s.take_move_repeats}: expected at least 1")
     if not 0 <= s.uniform_fraction <= 1 or not 0 <= s.validation_fraction < 1:
         raise ConfigError("SftConfig.uniform_fraction must be in [0, 1] and validation_fraction in [0, 1)")
     if b.mini_batch_rows % b.micro_batch_rows:

@@ -98,6 +98,22 @@ def mix_uniform(records: list[dict[str, Any]], fraction: float, action_format: s
     return out
 
 
+def repeat_take_move(records: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
+    """Each turn whose command starts with ``take`` or ``move`` ``repeats`` times, in place."""
+    return [
+        r
+        for r in records
+        for _ in range(repeats if str(r.get("action", "")).split()[:1] in (["take"], ["move"]) else 1)
+    ]
+
+
+def demonstration_mix(records: list[dict[str, Any]], config: Any) -> list[dict[str, Any]]:
+    """The demonstrations as ``SftConfig`` mixes them (``config`` a ``TrainConfig``): the uniform answers
+    first, then the take / move repeats (of the turns still holding the expert's command or not alike)."""
+    mixed = mix_uniform(records, config.sft.uniform_fraction, config.rollout.action_format, config.seed)
+    return repeat_take_move(mixed, config.sft.take_move_repeats)
+
+
 def split_by_game(records: list[dict[str, Any]], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
     """(train, validation): whole games (or single records without a ``game``) held out."""
     keys = sorted({str(r.get("game", i)) for i, r in enumerate(records)})

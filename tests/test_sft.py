@@ -143,3 +143,25 @@ def test_jsonl_errors_name_the_file_and_line(tmp_path):
     bad.write_text('{"messages": [], "response": "ok"}\n')
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: expected"):
         read_jsonl(bad)
+
+
+def test_take_move_repeats_repeat_only_those_turns(walkthrough_turns):
+    from ggtrain.sft_data import demonstration_mix
+
+    mixed = demonstration_mix(walkthrough_turns, _config("SftConfig.take_move_repeats=3"))
+    verb = [r["action"].split()[0] for r in walkthrough_turns]
+    takes_moves = sum(v in ("take", "move") for v in verb)
+    assert takes_moves > 0
+    assert len(mixed) == len(walkthrough_turns) + 2 * takes_moves
+    assert [r for r in mixed if r["action"].split()[0] not in ("take", "move")] == [
+        r for r, v in zip(walkthrough_turns, verb, strict=True) if v not in ("take", "move")
+    ]
+    assert demonstration_mix(walkthrough_turns, _config()) == walkthrough_turns
+
+
+def test_take_move_repeats_below_one_is_refused():
+    from ggtrain.config import ConfigError
+    from ggtrain.sft import check_sft_config
+
+    with pytest.raises(ConfigError, match=r"SftConfig.take_move_repeats = 0"):
+        check_sft_config(_config("SftConfig.take_move_repeats=0"))

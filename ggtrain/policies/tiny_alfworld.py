@@ -85,7 +85,7 @@ def recipe_hash() -> str:
 
 def build(tmp: Path, progress: bool = True) -> str:
     from ggtrain.sft import sft
-    from ggtrain.sft_data import mix_uniform, walkthrough_records
+    from ggtrain.sft_data import demonstration_mix, walkthrough_records
 
     config = resolve_config([RECIPE_FILE])
     tokenizer = alfworld_tokenizer(config.data_dir or None)
@@ -93,7 +93,7 @@ def build(tmp: Path, progress: bool = True) -> str:
     cfg = model_config(tokenizer)
     LanguageModel(cfg, init_params(cfg, jax.random.PRNGKey(config.seed)), tokenizer).save(init)
     records = walkthrough_records("train", config.rollout, config.data_dir, config.sft.walkthrough_games, config.seed)
-    records = mix_uniform(records, config.sft.uniform_fraction, config.rollout.action_format, config.seed)
+    records = demonstration_mix(records, config)
     record = sft(config, init, records, tmp, progress=progress)
     shutil.rmtree(init)
     shutil.rmtree(tmp / "sft_run" / "checkpoints", ignore_errors=True)
