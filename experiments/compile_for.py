@@ -303,11 +303,24 @@ def sampler_target(topology: str, devices: list) -> tuple[list, int]:
     return topology_devices(f"{generation}:{shapes[local]}"), hosts
 
 
-def sampler_placement(model: Any, plan: Plan, devices: list, hosts: int = 1) -> tuple[Any, Any, int, str]:
+@dataclasses.dataclass(frozen=True)
+class SamplerSetup:
+    """How the sampler is compiled: for how many hosts (each samples its share of the environments on its
+    own chips when there are several), in what prefill chunks, with which parameter layout on a host's
+    chips (``fsdp``: the trainer's ``sampler_shardings``; ``tensor``: heads / MLP / vocabulary split,
+    the rows replicated), for how many environments per sampler (0: the reference 128 over the hosts)."""
+
+    hosts: int = 1
+    prefill_chunk: int = REFERENCE_PREFILL_CHUNK
+    layout: str = "fsdp"
+    environments: int = 0
+
+
+def sampler_placement(model: Any, plan: Plan, devices: list, setup: SamplerSetup) -> tuple[Any, Any, int, str]:
     """Where the sampler runs (``ggtrain.sharding.host_local_copy``): on one host, on the training mesh
     with the training parameter shardings; on several (``devices``: one host's chips, ``sampler_target``),
-    each host's share of the environments on its own chips, the parameters split over them
-    (``ggtrain.sharding.sampler_shardings``). Returns (parameter shardings, input sharding, batch, label)."""
+    each host's share of the environments on its own chips, the parameters split over them by
+    ``setup.layout``. Returns (parameter shardings, input sharding, batch, label)."""
     from jax.sharding import NamedSharding, PartitionSpec
 
     from ggtrain.config import MeshConfig
@@ -315,19 +328,23 @@ def sampler_placement(model: Any, plan: Plan, devices: list, hosts: int = 1) -> 
     from models.buckets import bucket
     from models.sampler import BATCH_BUCKETS
 
-    batch = bucket(-(-REFERENCE_ENVS // hosts), BATCH_BUCKETS, "batch size")
-    if hosts == 1:
+    environments = setup.environments or -(-REFERENCE_ENVS // setup.hosts)
+    batch = bucket(environments, BATCH_BUCKETS, "batch size")
+    if setup.hosts == 1:
         mesh = make_mesh(MeshConfig(plan.data, plan.fsdp, plan.tensor), devices)
         return param_shardings(model, mesh), NamedSharding(mesh, PartitionSpec()), batch, "training mesh, one host"
+    label = f"each host's {len(devices)} chips, parameters split over them ({setup.hosts} hosts, {setup.layout})"
+    if setup.layout == "tensor":
+        mesh = make_mesh(MeshConfig(1, 1, len(devices)), devices)
+        return param_shardings(model, mesh), NamedSharding(mesh, PartitionSpec()), batch, label
     inputs = NamedSharding(make_mesh(MeshConfig(1, len(devices), 1), devices), PartitionSpec())
-    label = f"each host's {len(devices)} chips, parameters split over them ({hosts} hosts)"
     return sampler_shardings(model, devices), inputs, batch, label
 
 
 def lower_sampler(
-    model: Any, plan: Plan, devices: list, steps: int, prefill_chunk: int = REFERENCE_PREFILL_CHUNK, hosts: int = 1
+    model: Any, plan: Plan, devices: list, steps: int, setup: SamplerSetup = SamplerSetup()
 ) -> tuple[Any, tuple, Any]:
-    """``models.sampler``'s prefill in chunks of ``prefill_chunk`` prompt tokens (lowered, and its compile
+    """``models.sampler``'s prefill in chunks of ``setup.prefill_chunk`` prompt tokens (lowered, and its compile
     attempt) and one decode chunk of ``steps`` steps (lowered) from abstract inputs; the chunk takes the
     prefill's output shardings, as it does at run time. Fresh jits of the same functions, so an unrolled
     trace never comes from the jit cache."""
@@ -337,7 +354,7 @@ def lower_sampler(
     from models import sampler
     from models.decoder import init_params
 
-    param_sh, inputs, batch, _ = sampler_placement(model, plan, devices, hosts)
+    param_sh, inputs, batch, _ = sampler_placement(model, plan, devices, setup)
     params = abstract_with(jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0))), param_sh)
     sds = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=inputs)
     prefill = jax.jit(sampler._prefill.__wrapped__, static_argnums=(0, 4, 5))
@@ -348,7 +365,7 @@ def lower_sampler(
         sds((batch, REFERENCE_PROMPT), jnp.int32),
         sds((batch, REFERENCE_PROMPT), jnp.bool_),
         cache_len,
-        prefill_chunk,
+        setup.prefill_chunk,
     )
     attempt = try_compile(lowered_prefill)
     out_shardings = jax.tree_util.tree_map(lambda _: inputs, lowered_prefill.out_info)
@@ -374,33 +391,27 @@ def lower_sampler(
 
 
 def sampler_report(
-    plan: Plan,
-    model: Any,
-    devices: list,
-    chip: tuple,
-    prefill_chunk: int,
-    prefill_memory_only: bool = False,
-    hosts: int = 1,
+    plan: Plan, model: Any, devices: list, chip: tuple, setup: SamplerSetup, prefill_memory_only: bool = False
 ) -> dict:
     from models.sampler import SamplingParams
 
     _, hbm_gib, peak = chip
     chunk = SamplingParams().chunk
-    _, _, batch, placement = sampler_placement(model, plan, devices, hosts)
-    _, prefill, decode = lower_sampler(model, plan, devices, chunk, prefill_chunk, hosts)
+    _, _, batch, placement = sampler_placement(model, plan, devices, setup)
+    _, prefill, decode = lower_sampler(model, plan, devices, chunk, setup)
     out: dict = {
         "placement": placement,
         "environments_per_sampler": batch,
         "prompt_tokens": REFERENCE_PROMPT,
         "new_tokens": REFERENCE_NEW,
-        "prefill_chunk_tokens": min(prefill_chunk, REFERENCE_PROMPT),
+        "prefill_chunk_tokens": min(setup.prefill_chunk, REFERENCE_PROMPT),
         "decode_chunk_steps": chunk,
     }
     if prefill_memory_only:
         return out | {"prefill": compile_memory(prefill, hbm_gib)}
 
     def lower_at(index: int, steps: int, layers: int) -> Any:
-        return lower_sampler(model.replace(num_layers=layers), plan, devices, steps, prefill_chunk, hosts)[index]
+        return lower_sampler(model.replace(num_layers=layers), plan, devices, steps, setup)[index]
 
     for name, attempt, steps, index in (("prefill", prefill, 1, 0), ("decode_chunk", try_compile(decode), chunk, 2)):
         memory = compile_memory(attempt, hbm_gib)
@@ -413,8 +424,15 @@ def sampler_report(
 
 
 def compile_for(
-    topology: str, plan: Plan, model: Any, devices: list, prefill_chunk: int, prefill_memory_only: bool = False
+    topology: str,
+    plan: Plan,
+    model: Any,
+    devices: list,
+    setup: SamplerSetup,
+    prefill_memory_only: bool = False,
+    sampler_only: bool = False,
 ) -> dict:
+    """The report; ``setup.hosts`` is taken from the topology."""
     chip = CHIPS[devices[0].device_kind]
     report = {
         "topology": topology,
@@ -427,11 +445,12 @@ def compile_for(
         "plan": {k: v for k, v in dataclasses.asdict(plan).items() if k not in ("sample_batch", "sample_len")},
     }
     sampler_devices, hosts = sampler_target(topology, devices)
-    if prefill_memory_only:
-        return report | {"sampler": sampler_report(plan, model, sampler_devices, chip, prefill_chunk, True, hosts)}
+    setup = dataclasses.replace(setup, hosts=hosts)
+    if prefill_memory_only or sampler_only:
+        return report | {"sampler": sampler_report(plan, model, sampler_devices, chip, setup, prefill_memory_only)}
     return report | {
         "train_step": train_step_report(plan, model, devices, chip),
-        "sampler": sampler_report(plan, model, sampler_devices, chip, prefill_chunk, False, hosts),
+        "sampler": sampler_report(plan, model, sampler_devices, chip, setup),
         "cost_note": "flops, bytes, optimal_seconds and collectives per chip, from 1- and 2-layer unrolled "
         "compiles extrapolated to the full depth; memory from the real (scanned) program"
         if has_cost_analysis(devices)
@@ -471,6 +490,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="compile only the sampler's prefill, for its memory (one compile: no train step, no cost figures)",
     )
+    parser.add_argument(
+        "--sampler-layout",
+        default="fsdp",
+        choices=("fsdp", "tensor"),
+        help="on several hosts, how a host's chips split the sampler's parameters (fsdp: the trainer's)",
+    )
+    parser.add_argument(
+        "--sampler-envs", type=int, default=0, help="environments per sampler (0: the reference 128 over the hosts)"
+    )
+    parser.add_argument(
+        "--sampler-only", action="store_true", help="compile only the sampler (prefill and decode chunk, with costs)"
+    )
     return parser.parse_args(argv)
 
 
@@ -484,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         data, fsdp, tensor = parse_mesh(args.mesh, len(devices))
         if args.prefill_chunk < 1 or args.prefill_chunk & (args.prefill_chunk - 1):
             raise UsageError(f"--prefill-chunk {args.prefill_chunk}: expected a power of two")
+        if args.sampler_envs < 0:
+            raise UsageError(f"--sampler-envs {args.sampler_envs}: expected 0 (the reference) or more")
         if args.packed_slots < 0:
             raise UsageError(f"--packed-slots {args.packed_slots}: expected 0 (padded) or more")
         if args.attention == "splash" and not has_cost_analysis(devices):
@@ -503,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = dataclasses.replace(plan, loss=args.loss, packed_slots=args.packed_slots, attention=args.attention)
     model = model_config(plan)
     command = "python experiments/compile_for.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    report = compile_for(args.topology, plan, model, devices, args.prefill_chunk, args.prefill_memory_only)
+    setup = SamplerSetup(prefill_chunk=args.prefill_chunk, layout=args.sampler_layout, environments=args.sampler_envs)
+    report = compile_for(args.topology, plan, model, devices, setup, args.prefill_memory_only, args.sampler_only)
     print(json.dumps({"command": command} | report))
     return 0
 

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("libtpu", reason="the TPU compiler comes with the tpu extra: pip install -e '.[tpu]'")
 
 from experiments.compile_for import (
+    SamplerSetup,
     collectives,
     extrapolated_cost,
     lower_sampler,
@@ -79,7 +80,7 @@ def test_sampler_prefill_and_decode_compile_for_v5e_on_the_training_mesh(devices
     scores of 2,048 queries over the cache)."""
     _, (prefill, message, _), decode = lower_sampler(MODEL, PLAN, devices, steps=16)
     assert message is None and prefill is not None
-    _, (one_pass, _, _), _ = lower_sampler(MODEL, PLAN, devices, steps=16, prefill_chunk=2048)
+    _, (one_pass, _, _), _ = lower_sampler(MODEL, PLAN, devices, steps=16, setup=SamplerSetup(prefill_chunk=2048))
     assert prefill.memory_analysis().temp_size_in_bytes < 0.5 * one_pass.memory_analysis().temp_size_in_bytes
     compiled = decode.compile()
     params = _param_bytes(MODEL)
