@@ -225,6 +225,7 @@ class OpenedRun:
     log: Callable[[str], None]
     show_progress: bool  # progress bars (process 0, when asked for)
     sampler_layout: Any = None  # with several hosts, each samples on all its devices (sharding.sampler_shardings)
+    exchanged: tuple[int, int] = (0, 0)  # the host exchange's (sent, received) byte totals at the last record
     fault: Fault | None = None  # test-only failure injection (GGTRAIN_FAULT_INJECT)
     previous_handlers: dict[signal.Signals, Any] = dataclasses.field(default_factory=dict)
 
@@ -288,6 +289,7 @@ class OpenedRun:
             signal.signal(s, handler)
 
     def end(self) -> None:
+        self.manifest.set("host_exchange", self.host.traffic())  # process 0's share of it
         self.manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 

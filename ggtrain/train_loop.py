@@ -154,6 +154,7 @@ def run_iteration(run: OpenedRun, iteration: int, profiling: bool) -> dict[str, 
         jax.profiler.stop_trace()
         run.manifest.event("profiled", iteration=iteration + 1, trace=str(run.run_dir / "profile"))
     metrics["iteration_s"] = time.perf_counter() - started
+    metrics |= exchange_metrics(run)
     run.writer.write(iteration + 1, metrics)
     save_checkpoint(run, iteration, metrics)
     run.log(progress_line(run.config, iteration, metrics))
@@ -307,6 +308,13 @@ def evaluate_policy(run: OpenedRun, iteration: int) -> float:
         write_outcomes(records, run.run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
     run.writer.write(iteration + 1, {"success_rate": summary["success_rate"]}, prefix="eval/")
     return float(summary["success_rate"])
+
+
+def exchange_metrics(run: OpenedRun) -> dict[str, float]:
+    """Bytes this host sent to and received from the others since the last iteration's record."""
+    sent, received = run.host.totals()
+    before, run.exchanged = run.exchanged, (sent, received)
+    return {"exchange_sent_bytes": float(sent - before[0]), "exchange_received_bytes": float(received - before[1])}
 
 
 def save_checkpoint(run: OpenedRun, iteration: int, metrics: dict[str, float]) -> None:

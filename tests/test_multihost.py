@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -205,10 +206,16 @@ def test_exchange_gathers_large_values_and_drops_earlier_rounds():
     for i, child in enumerate(children):
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err[-2000:]
-        keys = json.loads(out.strip().splitlines()[-1])["keys"]
+        report = json.loads(out.strip().splitlines()[-1])
+        keys = report["keys"]
         # only the last round is kept (3 MB in 1 MB pieces plus a count, per process)
         assert {k.split("/")[2] for k in keys} == {"2"}, (i, keys)
         assert len(keys) == 2 * 5
+        # every round's value (3 MB and its pickle framing) counted once going out and once per peer coming in
+        t = report["traffic"]["t"]
+        assert t["rounds"] == 3 and t["sent_bytes"] == t["received_bytes"]
+        assert 3 * (3 << 20) < t["sent_bytes"] < 3 * ((3 << 20) + 200)
+        assert report["traffic"]["sync"]["sent_bytes"] == len(pickle.dumps(None, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def test_advantages_of_whole_groups_do_not_depend_on_which_host_holds_them():
