@@ -240,7 +240,8 @@ def advantages_of(config: TrainConfig, turns: list[Turn]) -> tuple[np.ndarray, d
 def update_epochs(run: OpenedRun, iteration: int, turns: list[Turn]) -> list[Epoch]:
     """This host's mini-batch plan for every epoch of the update, in the count and shape all hosts share.
     Each host shuffles its own rows with the epoch's collate seed (``RunSeeds.collate``): with one host
-    the mini-batches of ``collate_turns``; with several, not one host's mini-batches (``ggtrain.host_batches``)."""
+    these are ``collate_turns``' mini-batches; with several, each host's share of every step
+    (``ggtrain.host_batches`` says what that changes). Collective."""
     config, processes = run.config, run.host.process_count
     return host_epochs(
         run.host,
