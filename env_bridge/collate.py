@@ -6,17 +6,22 @@ True exactly on that turn's response tokens (never the prompt, history, observat
 filled with padding rows), the order is shuffled deterministically from a seed, and the iterator's
 position is checkpointable (``get_state``/``set_state``). With a :class:`~env_bridge.packing.Packing`
 the same mini-batches' rows are packed into shared sequences instead (``env_bridge.packing``).
+
+Two steps: a plan (which turns each mini-batch holds: :func:`mini_batch_plan`) and a shape to lay it
+out in (:class:`PaddedShape` or ``PackedShape``: :func:`collate_plan`). ``collate_turns`` derives the
+shape from the turns; several hosts agree on one shape first (``ggtrain.host_batches``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import grain
 import numpy as np
 
-from env_bridge.packing import Packing, pack_rows, packed_shape
+from env_bridge.packing import PackedShape, Packing, pack_rows, packed_shape
 from env_bridge.rollout import Turn
 from models.buckets import bucket
 
@@ -56,12 +61,87 @@ def turn_row(turn: Turn, length: int, pad_id: int, extra: dict[str, Any]) -> dic
     return row | {k: np.asarray(v) for k, v in extra.items()}
 
 
+NO_TURN = Turn(
+    group=0,
+    traj=0,
+    turn=0,
+    prompt_ids=[],
+    response_ids=[],
+    logprobs=np.zeros(0, np.float32),
+    env_reward=0.0,
+    valid=False,
+    state=0,
+    next_state=0,
+    policy_version=0,
+    action="",
+    response_text="",
+)
+
+
+def padding_row(length: int, pad_id: int, extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A row with no tokens and ``row_mask`` False, with ``turn_row``'s fields and ``extra``'s dtypes: what
+    a mini-batch holds when this host has no turns for it."""
+    row = turn_row(NO_TURN, length, pad_id, {k: np.zeros((), np.asarray(v).dtype) for k, v in extra.items()})
+    return row | {"row_mask": np.asarray(False)}
+
+
 def pad_rows(batch: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
     """Appends padding rows (zeros, ``row_mask`` False) up to ``rows``: static shapes, nothing trained."""
     have = len(batch["row_mask"])
     if have > rows:
         raise ValueError(f"batch has {have} rows, more than the {rows} to pad to")
     return {k: np.concatenate([v, np.zeros((rows - have, *v.shape[1:]), v.dtype)]) for k, v in batch.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddedShape:
+    rows: int  # rows per mini-batch
+    length: int  # tokens per row
+
+
+def turn_lengths(turns: Sequence[Turn]) -> list[int]:
+    return [len(t.prompt_ids) + len(t.response_ids) for t in turns]
+
+
+def mini_batch_plan(
+    turns: Sequence[Turn], rows_per_batch: int, seed: int, whole_groups: bool = False
+) -> list[list[int]]:
+    """Which turns (indices) each mini-batch holds, in order: a seeded shuffle cut into ``rows_per_batch``
+    rows, or with ``whole_groups`` whole task groups (``collate_turns``)."""
+    indices = list(range(len(turns)))
+    if not turns:
+        return []
+    if whole_groups:
+        return _group_batches(turns, indices, rows_per_batch, seed)
+    order = list(grain.MapDataset.source(indices).shuffle(seed=seed))
+    return [order[i : i + rows_per_batch] for i in range(0, len(order), rows_per_batch)]
+
+
+def collate_plan(
+    turns: Sequence[Turn],
+    plan: list[list[int]],
+    shape: PaddedShape | PackedShape,
+    pad_id: int,
+    extra: dict[str, np.ndarray],
+    batches: int | None = None,
+) -> grain.DatasetIterator:
+    """A checkpointable iterator of the mini-batches of ``plan`` laid out in ``shape``, followed by
+    mini-batches of padding only up to ``batches`` (default: none)."""
+    batches = len(plan) if batches is None else batches
+    if batches < len(plan):
+        raise ValueError(f"{len(plan)} mini-batches planned, more than the {batches} asked for")
+    lengths = turn_lengths(turns)
+
+    def build(batch: list[int]) -> dict[str, np.ndarray]:
+        length = shape.length if isinstance(shape, PaddedShape) else None
+        rows = [turn_row(turns[i], length or lengths[i], pad_id, {k: v[i] for k, v in extra.items()}) for i in batch]
+        rows = rows or [padding_row(length or 0, pad_id, extra)]
+        if isinstance(shape, PackedShape):
+            return pack_rows(rows, shape, pad_id)
+        return pad_rows({k: np.stack([r[k] for r in rows]) for k in rows[0]}, shape.rows)
+
+    padding: list[list[int]] = [[] for _ in range(batches - len(plan))]
+    return iter(grain.MapDataset.source(plan + padding).map(build).to_iter_dataset())
 
 
 def collate_turns(
@@ -74,8 +154,8 @@ def collate_turns(
     whole_groups: bool = False,
     packing: Packing | None = None,
 ) -> grain.DatasetIterator:
-    """A checkpointable iterator of padded mini-batches over ``turns`` (on several hosts every host
-    collates the same global batches and contributes its own rows: ``ggtrain.sharding.shard_batch``).
+    """A checkpointable iterator of padded mini-batches over ``turns`` (on several hosts each host collates
+    its own turns into its share of every mini-batch: ``ggtrain.host_batches``).
 
     ``extra`` holds per-turn values aligned with ``turns`` (e.g. ``advantages``) that travel with rows.
     With ``whole_groups`` every task group's rows (all its trajectories, all their turns) land in one
@@ -89,43 +169,14 @@ def collate_turns(
     for name, values in extra.items():
         if len(values) != len(turns):
             raise ValueError(f"extra[{name!r}] has {len(values)} entries for {len(turns)} turns")
-    indices = list(range(len(turns)))
+    plan = mini_batch_plan(turns, rows_per_batch, seed, whole_groups)
+    lengths = turn_lengths(turns)
+    shape: PaddedShape | PackedShape
     if packing is not None:
-        batches = _group_batches(turns, indices, rows_per_batch, seed) if whole_groups else None
-        if batches is None:
-            order = list(grain.MapDataset.source(indices).shuffle(seed=seed))
-            batches = [order[i : i + rows_per_batch] for i in range(0, len(order), rows_per_batch)]
-        return _packed_batches(turns, batches, packing, pad_id, extra)
-    length = length or length_bucket(max(len(t.prompt_ids) + len(t.response_ids) for t in turns))
-    if whole_groups:
-        return _whole_group_batches(turns, indices, rows_per_batch, seed, length, pad_id, extra)
-    dataset = (
-        grain.MapDataset.source(indices)
-        .shuffle(seed=seed)
-        .map(lambda i: turn_row(turns[i], length, pad_id, {k: v[i] for k, v in extra.items()}))
-        .batch(rows_per_batch, drop_remainder=False)
-        .map(lambda b: pad_rows(b, rows_per_batch))
-    )
-    return iter(dataset.to_iter_dataset())
-
-
-def _whole_group_batches(
-    turns: Sequence[Turn],
-    indices: list[int],
-    rows_per_batch: int,
-    seed: int,
-    length: int,
-    pad_id: int,
-    extra: dict[str, np.ndarray],
-) -> grain.DatasetIterator:
-    batches = _group_batches(turns, indices, rows_per_batch, seed)
-
-    def build(batch: list[int]) -> dict[str, np.ndarray]:
-        rows = [turn_row(turns[i], length, pad_id, {k: v[i] for k, v in extra.items()}) for i in batch]
-        stacked = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
-        return pad_rows(stacked, rows_per_batch)
-
-    return iter(grain.MapDataset.source(batches).map(build).to_iter_dataset())
+        shape = packed_shape(packing, [[lengths[i] for i in b] for b in plan], LENGTH_BUCKETS)
+    else:
+        shape = PaddedShape(rows_per_batch, length or length_bucket(max(lengths)))
+    return collate_plan(turns, plan, shape, pad_id, extra)
 
 
 def _group_batches(turns: Sequence[Turn], indices: list[int], rows_per_batch: int, seed: int) -> list[list[int]]:
@@ -147,17 +198,3 @@ def _group_batches(turns: Sequence[Turn], indices: list[int], rows_per_batch: in
             batches.append([])
         batches[-1] += rows
     return batches
-
-
-def _packed_batches(
-    turns: Sequence[Turn], batches: list[list[int]], packing: Packing, pad_id: int, extra: dict[str, np.ndarray]
-) -> grain.DatasetIterator:
-    lengths = [len(t.prompt_ids) + len(t.response_ids) for t in turns]
-    shape = packed_shape(packing, [[lengths[i] for i in b] for b in batches], LENGTH_BUCKETS)
-
-    def build(batch: list[int]) -> dict[str, np.ndarray]:
-        extras = [{k: v[i] for k, v in extra.items()} for i in batch]
-        rows = [turn_row(turns[i], lengths[i], pad_id, e) for i, e in zip(batch, extras, strict=True)]
-        return pack_rows(rows, shape, pad_id)
-
-    return iter(grain.MapDataset.source(batches).map(build).to_iter_dataset())

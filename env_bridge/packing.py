@@ -83,24 +83,34 @@ def sequence_length(packing: Packing, longest_turn: int, largest_batch_tokens: i
     return length
 
 
+def bins_needed(batch_lengths: Sequence[Sequence[int]], length: int) -> tuple[int, int]:
+    """(sequences, segments per sequence) the fullest of these mini-batches needs at ``length``."""
+    bins = [first_fit_decreasing(b, length) for b in batch_lengths]
+    return max(len(b) for b in bins), max(len(s) for b in bins for s in b)
+
+
+def shape_for(packing: Packing, length: int, sequences: int, segments: int) -> PackedShape:
+    """The packed shape that holds ``sequences`` of ``segments``: whole micro-batches, each a multiple of
+    ``packing.multiple`` sequences within its token budget, and a bucketed slot count."""
+    q = packing.multiple
+    budget = max(q, max(1, packing.micro_batch_tokens // length) // q * q)
+    micro_batches = math.ceil(sequences / budget)
+    per_micro = math.ceil(math.ceil(sequences / micro_batches) / q) * q
+    slots = bucket(segments, SLOT_BUCKETS, "segments per packed sequence")
+    return PackedShape(length, micro_batches * per_micro, slots)
+
+
 def packed_shape(packing: Packing, batch_lengths: Sequence[Sequence[int]], buckets: Sequence[int]) -> PackedShape:
     """The one shape every mini-batch of a collation is packed into, from each mini-batch's turn lengths."""
     longest = max(max(b) for b in batch_lengths)
     length = sequence_length(packing, longest, max(sum(b) for b in batch_lengths), buckets)
-    bins = [first_fit_decreasing(b, length) for b in batch_lengths]
-    most = max(len(b) for b in bins)
-    q = packing.multiple
-    budget = max(q, max(1, packing.micro_batch_tokens // length) // q * q)
-    micro_batches = math.ceil(most / budget)
-    per_micro = math.ceil(math.ceil(most / micro_batches) / q) * q
-    slots = bucket(max(len(s) for b in bins for s in b), SLOT_BUCKETS, "segments per packed sequence")
-    return PackedShape(length, micro_batches * per_micro, slots)
+    return shape_for(packing, length, *bins_needed(batch_lengths, length))
 
 
 def pack_rows(rows: Sequence[dict[str, np.ndarray]], shape: PackedShape, pad_id: int) -> dict[str, np.ndarray]:
     """One packed mini-batch from unpadded turn rows (``env_bridge.collate.turn_row`` at each row's own
     length): token fields ``[S, L]`` plus ``segment_ids`` and ``positions``, row fields ``[S, K]``."""
-    if any(int(r["loss_mask"][0]) for r in rows):
+    if any(r["loss_mask"][:1].any() for r in rows):
         raise ValueError("a packed turn needs a prompt: its first token is read off the previous segment")
     bins = first_fit_decreasing([len(r["tokens"]) for r in rows], shape.length)
     if len(bins) > shape.sequences or max(len(b) for b in bins) > shape.slots:

@@ -5,6 +5,9 @@ value under ``ggtrain/TAG/ROUND/PROCESS`` in pieces below gRPC's message limit, 
 One deadline covers all peers, and a peer that does not arrive raises :class:`PeerTimeout` naming it, so
 a dead or hung host stops the run with a message instead of a hang. The exchange is an object (client,
 timeout, round per tag) handed to whoever needs it; one process alone exchanges with itself only.
+
+It counts, per tag, the bytes this process put into the store and the bytes it read back from its peers
+(``sent``, ``received``): what crossed between hosts, through the coordinator.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class HostExchange:
     timeout_s: float = DEFAULT_PEER_TIMEOUT_S
     client: Any = None  # the coordination client; None for one process
     rounds: dict[str, int] = dataclasses.field(default_factory=dict)  # calls so far, per tag
+    sent: dict[str, int] = dataclasses.field(default_factory=dict)  # bytes put into the store, per tag
+    received: dict[str, int] = dataclasses.field(default_factory=dict)  # bytes read from peers, per tag
 
     @classmethod
     def from_runtime(cls, timeout_s: float = DEFAULT_PEER_TIMEOUT_S) -> HostExchange:
@@ -70,7 +75,7 @@ class HostExchange:
         round_ = self.rounds.get(tag, 0)
         self.rounds[tag] = round_ + 1
         prefix = f"ggtrain/{tag}/{round_}"
-        self._publish(prefix, value)
+        self._count(self.sent, tag, self._publish(prefix, value))
         out: list[Any] = [None] * self.process_count
         missing = []
         deadline = time.monotonic() + timeout_s  # one deadline for all peers, not one timeout each
@@ -83,6 +88,7 @@ class HostExchange:
             except Exception:  # the runtime's timeout / unavailable errors carry no stable type
                 missing.append(p)
                 continue
+            self._count(self.received, tag, len(blob))
             out[p] = pickle.loads(blob)
         if missing:
             raise PeerTimeout(f"{tag} #{round_}", missing, timeout_s)
@@ -93,12 +99,30 @@ class HostExchange:
     def barrier(self, tag: str, timeout_s: float | None = None) -> None:
         self.exchange(tag, None, timeout_s)
 
-    def _publish(self, prefix: str, value: Any) -> None:
+    def totals(self) -> tuple[int, int]:
+        """Bytes sent and received so far, every tag together."""
+        return sum(self.sent.values()), sum(self.received.values())
+
+    def traffic(self) -> dict[str, dict[str, int]]:
+        """Per tag: rounds, bytes sent, bytes received (for the manifest)."""
+        return {
+            tag: {"rounds": n, "sent_bytes": self.sent.get(tag, 0), "received_bytes": self.received.get(tag, 0)}
+            for tag, n in sorted(self.rounds.items())
+        }
+
+    @staticmethod
+    def _count(counts: dict[str, int], tag: str, size: int) -> None:
+        counts[tag] = counts.get(tag, 0) + size
+
+    def _publish(self, prefix: str, value: Any) -> int:
+        """Puts ``value`` into the store; returns its pickled size (the piece count's digits left out)."""
         me = f"{prefix}/{self.process_index}"
-        parts = pieces(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        parts = pieces(data)
         for i, piece in enumerate(parts):
             self.client.key_value_set_bytes(f"{me}/{i}", piece)
         self.client.key_value_set(f"{me}/count", str(len(parts)))  # last: readers then find every piece
+        return len(data)
 
     def _read(self, peer: str, deadline: float) -> bytes:
         def left_ms() -> int:

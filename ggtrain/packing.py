@@ -80,11 +80,12 @@ def micro_batch_size(config: BatchConfig, batch: Batch) -> int:
     return micro_batch_sequences(sequences, length, micro_batch_tokens(config))
 
 
-def packing_of(config: BatchConfig, batch_shards: int = 1) -> Packing | None:
-    """The collation's packing (None: the padded layout), sequences a multiple of the mesh's batch shards."""
+def packing_of(config: BatchConfig, batch_shards: int = 1, processes: int = 1) -> Packing | None:
+    """The collation's packing (None: the padded layout), sequences a multiple of the mesh's batch shards.
+    With several processes, one host's share: its shards, its share of a micro-batch's token budget."""
     if not config.packing:
         return None
-    return Packing(config.pack_length, micro_batch_tokens(config), batch_shards)
+    return Packing(config.pack_length, max(micro_batch_tokens(config) // processes, 1), batch_shards // processes)
 
 
 def real_positions(batch: dict[str, Any]) -> int:

@@ -30,13 +30,14 @@ from ggtrain.checkpoint import CheckpointError, CheckpointStore
 from ggtrain.config import ConfigError, TrainConfig, check_values, config_to_dict, write_resolved_config
 from ggtrain.evaluate import EvalGame, eval_games
 from ggtrain.fault_injection import Fault, fault_from_env
+from ggtrain.host_batches import host_rows
 from ggtrain.host_exchange import HostExchange
 from ggtrain.manifest import Manifest, game_list_hash, model_hashes
 from ggtrain.metrics import MetricsWriter, truncate_metrics
 from ggtrain.policies import resolve_model
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
 from ggtrain.seeds import RunSeeds
-from ggtrain.sharding import make_mesh, sampler_shardings
+from ggtrain.sharding import batch_shards, check_rows_stay_home, make_mesh, sampler_shardings
 from ggtrain.update_loop import Updater
 from models import load_pretrained
 from models.sampler import Sampler, SamplingParams
@@ -114,24 +115,30 @@ def check_config(config: TrainConfig, processes: int, devices: list[jax.Device])
             f"RolloutConfig.groups_per_iteration = {config.rollout.groups_per_iteration} is fewer than the"
             f" {processes} processes: every host plays at least one whole task group"
         )
-    group_rows = config.rollout.group_size * config.rollout.max_turns
-    if config.loss.name == "ggpo" and config.batch.mini_batch_rows < group_rows:
-        raise ConfigError(
-            f"BatchConfig.mini_batch_rows = {config.batch.mini_batch_rows} is below a task group's"
-            f" {group_rows} possible turns (group_size x max_turns): GGPO batches every group whole"
-        )
     mesh = config.mesh
     try:
-        shape = make_mesh(mesh, devices).devices.shape  # the mesh the updater builds, on the same devices
+        built = make_mesh(mesh, devices)  # the mesh the updater builds, on the same devices
     except ValueError:
         raise ConfigError(
             f"MeshConfig data = {mesh.data}, fsdp = {mesh.fsdp}, tensor = {mesh.tensor} does not fit the"
             f" {len(devices)} device(s) (data x fsdp x tensor must be the device count; data = -1 fills it)"
         ) from None
-    if config.batch.mini_batch_rows % (shape[0] * shape[1]):
+    rows = config.batch.mini_batch_rows
+    if rows % batch_shards(built):
         raise ConfigError(
-            f"BatchConfig.mini_batch_rows = {config.batch.mini_batch_rows} does not split over the"
-            f" {shape[0] * shape[1]} row shards (MeshConfig data x fsdp)"
+            f"BatchConfig.mini_batch_rows = {rows} does not split over the {batch_shards(built)} row shards"
+            " (MeshConfig data x fsdp)"
+        )
+    try:
+        check_rows_stay_home(built)  # then each host's share, rows / processes, splits over its own shards
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    group_rows = config.rollout.group_size * config.rollout.max_turns
+    if config.loss.name == "ggpo" and host_rows(rows, processes) < group_rows:
+        raise ConfigError(
+            f"BatchConfig.mini_batch_rows = {rows} over {processes} process(es) gives each host"
+            f" {host_rows(rows, processes)} rows per mini-batch, below a task group's {group_rows} possible"
+            " turns (group_size x max_turns): GGPO batches every group whole on its host"
         )
 
 
@@ -225,6 +232,7 @@ class OpenedRun:
     log: Callable[[str], None]
     show_progress: bool  # progress bars (process 0, when asked for)
     sampler_layout: Any = None  # with several hosts, each samples on all its devices (sharding.sampler_shardings)
+    exchanged: tuple[int, int] = (0, 0)  # the host exchange's (sent, received) byte totals at the last record
     fault: Fault | None = None  # test-only failure injection (GGTRAIN_FAULT_INJECT)
     previous_handlers: dict[signal.Signals, Any] = dataclasses.field(default_factory=dict)
 
@@ -288,6 +296,7 @@ class OpenedRun:
             signal.signal(s, handler)
 
     def end(self) -> None:
+        self.manifest.set("host_exchange", self.host.traffic())  # process 0's share of it
         self.manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 

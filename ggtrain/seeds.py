@@ -54,7 +54,8 @@ class RunSeeds:
         return jax.random.fold_in(jax.random.PRNGKey(self.base), iteration)
 
     def collate(self, iteration: int, epoch: int) -> int:
-        """The mini-batch shuffle seed of one epoch of one iteration's update."""
+        """The mini-batch shuffle seed of one epoch of one iteration's update (each host shuffles its own
+        rows with it: ``ggtrain.host_batches``)."""
         return self.base * COLLATE_STRIDE + iteration + COLLATE_EPOCH_STRIDE * epoch
 
     def manifest(self) -> dict[str, Any]:
@@ -68,7 +69,10 @@ class RunSeeds:
                 f" (+ {RERUN_SEED_STRIDE} per re-run of a failed group)"
             ),
             "rollout": f"fold_in(fold_in(fold_in(PRNGKey({self.base}), iteration), turn), trajectory id)",
-            "collate": f"{self.base} * {COLLATE_STRIDE} + iteration + {COLLATE_EPOCH_STRIDE} * epoch",
+            "collate": (
+                f"{self.base} * {COLLATE_STRIDE} + iteration + {COLLATE_EPOCH_STRIDE} * epoch"
+                " (each host shuffles its own rows with it)"
+            ),
             "evaluation": {
                 "seeds": list(EVALUATION_SEEDS),
                 "environment": "evaluation seed + game index",

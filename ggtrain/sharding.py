@@ -67,31 +67,58 @@ def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec(BATCH_AXES, *([None] * (ndim - 1))))
 
 
-def process_rows(sharding: NamedSharding, shape: tuple[int, ...]) -> slice:
-    """The contiguous block of global rows this process's devices hold under a row sharding."""
-    rows = [index[0] for index in sharding.addressable_devices_indices_map(shape).values() if index is not None]
-    spans = sorted({(r.start or 0, shape[0] if r.stop is None else r.stop) for r in rows})
-    start, stop = spans[0][0], spans[-1][1]
-    covered = start
-    for a, b in spans:
-        if a > covered:
-            raise ValueError(f"this process holds rows {spans} of {shape[0]}: not one contiguous block")
-        covered = max(covered, b)
-    return slice(start, stop)
+def batch_shards(mesh: Mesh) -> int:
+    """Devices a batch's rows (or packed sequences) are split over: its row counts are multiples."""
+    return int(np.prod([mesh.shape[a] for a in BATCH_AXES]))
+
+
+def process_row_blocks(mesh: Mesh) -> dict[int, list[int]]:
+    """Which row shards (0 .. batch_shards - 1, in row order) each process's devices hold, by process."""
+    shape = (batch_shards(mesh),)
+    held: dict[int, set[int]] = {}
+    for device, index in batch_sharding(mesh, 1).devices_indices_map(shape).items():
+        process: int = device.process_index  # type: ignore[attr-defined]
+        held.setdefault(process, set()).add(index[0].start or 0)
+    return {p: sorted(rows) for p, rows in sorted(held.items())}
+
+
+def rows_stay_home_problem(blocks: dict[int, list[int]], shards: int) -> str:
+    """What is wrong with ``process_row_blocks``' answer for a host to contribute its own rows only ("" if
+    nothing): each process must hold its own contiguous block of the row shards, as many as every other."""
+    size = shards // len(blocks)
+    for process, rows in blocks.items():
+        if rows != list(range(rows[0], rows[0] + size)):
+            return f"process {process} holds row shards {rows} of {shards}, not its own contiguous block of {size}"
+    return ""
+
+
+def check_rows_stay_home(mesh: Mesh) -> None:
+    """Raises ValueError, naming the mesh and the process, unless every host holds its own block of a
+    batch's rows: a host contributes only its own turns to each mini-batch (``shard_batch``)."""
+    blocks = process_row_blocks(mesh)
+    problem = rows_stay_home_problem(blocks, batch_shards(mesh)) if len(blocks) > 1 else ""
+    if problem:
+        axes = ", ".join(f"{a} = {n}" for a, n in mesh.shape.items())
+        raise ValueError(
+            f"mesh ({axes}) over {len(blocks)} processes: {problem}; each host contributes only its own"
+            " turns, so keep MeshConfig.tensor (rows replicated over it) within one host's devices"
+        )
 
 
 def shard_batch(batch: dict[str, Any], mesh: Mesh) -> dict[str, jax.Array]:
-    """The global batch as arrays sharded over the mesh's batch axes. Every host holds the whole global
-    batch (identical on all hosts); each contributes its own rows with
-    ``jax.make_array_from_process_local_data``."""
+    """The global mini-batch as arrays sharded over the mesh's batch axes, from this process's share of it:
+    with one process the whole batch; with several, this host's rows only (every host's share the same
+    size, on its own devices: ``check_rows_stay_home``), placed with ``jax.make_array_from_process_local_data``
+    as its block of the global rows."""
+    processes = jax.process_count()
     out = {}
     for k, v in batch.items():
         v = np.asarray(v)
         sharding = batch_sharding(mesh, v.ndim)
-        if jax.process_count() == 1:
+        if processes == 1:
             out[k] = jax.device_put(v, sharding)
         else:
-            out[k] = jax.make_array_from_process_local_data(sharding, v[process_rows(sharding, v.shape)], v.shape)
+            out[k] = jax.make_array_from_process_local_data(sharding, v, (v.shape[0] * processes, *v.shape[1:]))
     return out
 
 

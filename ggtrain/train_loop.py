@@ -4,9 +4,11 @@ last completed iteration checkpointed (:class:`Interrupted`, exit 128 + signal);
 recorded in the manifest and raised with its traceback; ``ended`` is set only when every iteration ran.
 
 On several hosts (``ggtrain.distributed``) every host runs this same loop: each plays its share of the
-task groups (whole groups), the shares are exchanged so every host holds the global batch and computes
-the same advantages, each contributes its rows to the global arrays, checkpoints are written
-collectively, and process 0 alone writes logs, metrics and the manifest.
+task groups (whole groups), keeps its turns, computes their advantages (per group: bit for bit what one
+host would), and contributes them as its rows of every global mini-batch (``ggtrain.host_batches``);
+only small values cross hosts (``ggtrain.rollout_summary``: counts, episode totals, graph diagnostics,
+dropped groups, stop requests; the mini-batch layout's integers; evaluation outcomes). Checkpoints are
+written collectively, and process 0 alone writes logs, metrics and the manifest.
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ from typing import Any
 import jax
 import numpy as np
 
-from env_bridge.collate import collate_turns
+from env_bridge.collate import collate_plan
 from env_bridge.rollout import Episode, SamplerPolicy, Turn
 from ggtrain.config import TrainConfig, config_to_dict
 from ggtrain.distributed import fail_fast
 from ggtrain.evaluate import evaluate, summarize_outcomes, write_outcomes
+from ggtrain.host_batches import Epoch, host_epochs, host_rows
 from ggtrain.host_exchange import HostExchange, PeerTimeout
 from ggtrain.metrics import MetricAccumulator
 from ggtrain.packing import packing_of
+from ggtrain.rollout_summary import HostSummary, episode_metrics, episode_totals, merge_summaries, scalar_diagnostics
 from ggtrain.run import OpenedRun, StopFlag, training_games, unwritable
 from ggtrain.seeds import EVALUATION_SEEDS
 from ggtrain.sharding import host_local_copy
@@ -58,7 +62,8 @@ class Interrupted(Exception):
 
 @dataclasses.dataclass
 class RolloutShare:
-    """What one host played in an iteration (whole task groups), and whether it was asked to stop."""
+    """What one host played in an iteration (whole task groups), and whether it was asked to stop. It
+    stays on the host: the others get its :class:`~ggtrain.rollout_summary.HostSummary`."""
 
     turns: list[Turn]
     episodes: list[Episode]
@@ -138,15 +143,15 @@ def run_iteration(run: OpenedRun, iteration: int, profiling: bool) -> dict[str, 
     if profiling:
         jax.profiler.start_trace(str(run.run_dir / "profile"))
     share, rollout_s = play_iteration(run, iteration)
-    rollout = gather_rollout(run, iteration, share)
-    advantages, diagnostics, advantage_ms = advantages_of(run.config, rollout.turns)
-    update, update_s = update_policy(run, iteration, rollout.turns, advantages)
+    advantages, diagnostics, advantage_ms = advantages_of(run.config, share.turns)
+    rollout = gather_summary(run, iteration, summarize(share, diagnostics))
+    update, update_s = update_policy(run, iteration, share.turns, advantages)
     metrics = (
         episode_metrics(rollout.episodes)
         | {"advantage_ms": advantage_ms, "rollout_s": rollout_s, "update_s": update_s}
         | {"groups_dropped": float(len(rollout.dropped)), "groups_rerun": float(rollout.reruns)}
         | update
-        | scalar_diagnostics(diagnostics)
+        | {f"graph/{k}": float(v) for k, v in rollout.diagnostics.items()}
     )
     if evaluation_due(run.config, iteration):
         metrics["eval_success_rate"] = evaluate_policy(run, iteration)
@@ -154,6 +159,7 @@ def run_iteration(run: OpenedRun, iteration: int, profiling: bool) -> dict[str, 
         jax.profiler.stop_trace()
         run.manifest.event("profiled", iteration=iteration + 1, trace=str(run.run_dir / "profile"))
     metrics["iteration_s"] = time.perf_counter() - started
+    metrics |= exchange_metrics(run)
     run.writer.write(iteration + 1, metrics)
     save_checkpoint(run, iteration, metrics)
     run.log(progress_line(run.config, iteration, metrics))
@@ -193,31 +199,36 @@ def play_iteration(run: OpenedRun, iteration: int) -> tuple[RolloutShare, float]
     return share, seconds
 
 
-def merge_shares(shares: list[RolloutShare]) -> RolloutShare:
-    """Every host's share as one, in trajectory order whichever host played what."""
-    return RolloutShare(
-        turns=sorted((t for s in shares for t in s.turns), key=lambda t: (t.traj, t.turn)),
-        episodes=sorted((e for s in shares for e in s.episodes), key=lambda e: e.traj),
-        dropped=[d for s in shares for d in s.dropped],
-        reruns=sum(s.reruns for s in shares),
-        stop_requested=next((s.stop_requested for s in shares if s.stop_requested), ""),
+def summarize(share: RolloutShare, diagnostics: dict[str, Any]) -> HostSummary:
+    """What this host tells the others about its share: everything but the turns themselves."""
+    return HostSummary(
+        rows=len(share.turns),
+        episodes=episode_totals(share.episodes),
+        diagnostics=scalar_diagnostics(diagnostics),
+        dropped=share.dropped,
+        reruns=share.reruns,
+        stop_requested=share.stop_requested,
     )
 
 
-def gather_rollout(run: OpenedRun, iteration: int, share: RolloutShare) -> RolloutShare:
-    """The global rollout on every host; stops on any host's stop request or when every group failed."""
-    rollout = merge_shares(run.host.exchange("rollout", share))
+def gather_summary(run: OpenedRun, iteration: int, summary: HostSummary) -> HostSummary:
+    """Every host's summary merged, on every host; stops on any host's stop request or when every group
+    of every host failed."""
+    rollout = merge_summaries(run.host.exchange("rollout_summary", summary))
     for group in rollout.dropped:
         run.manifest.event("group_dropped", iteration=iteration, **group)
     if rollout.stop_requested:
         raise Interrupted(rollout.stop_requested)
-    if not rollout.turns:
+    if not rollout.rows:
         raise RuntimeError(f"iteration {iteration}: every task group failed ({rollout.dropped})")
     return rollout
 
 
 def advantages_of(config: TrainConfig, turns: list[Turn]) -> tuple[np.ndarray, dict[str, Any], float]:
-    """The estimator's per-turn advantages, its graph diagnostics, and the milliseconds it took."""
+    """The estimator's per-turn advantages, its graph diagnostics, and the milliseconds it took (no
+    turns, as on a host whose every group failed: none, and no diagnostics)."""
+    if not turns:
+        return np.zeros(0, np.float32), {}, 0.0
     rows = {k: np.asarray([getattr(t, k) for t in turns]) for k in ROW_FIELDS}
     t0 = time.perf_counter()
     advantages, diagnostics = compute_advantages_with_diagnostics(
@@ -226,19 +237,28 @@ def advantages_of(config: TrainConfig, turns: list[Turn]) -> tuple[np.ndarray, d
     return advantages, diagnostics, (time.perf_counter() - t0) * 1e3
 
 
-def epoch_batches(
-    run: OpenedRun, turns: list[Turn], advantages: np.ndarray, iteration: int, epoch: int
-) -> Iterator[dict[str, np.ndarray]]:
-    """One epoch's mini-batches of the global batch, shuffled the same on every host."""
-    config = run.config
-    for batch in collate_turns(
+def update_epochs(run: OpenedRun, iteration: int, turns: list[Turn]) -> list[Epoch]:
+    """This host's mini-batch plan for every epoch of the update, in the count and shape all hosts share.
+    Each host shuffles its own rows with the epoch's collate seed (``RunSeeds.collate``): with one host
+    these are ``collate_turns``' mini-batches; with several, each host's share of every step
+    (``ggtrain.host_batches`` says what that changes). Collective."""
+    config, processes = run.config, run.host.process_count
+    return host_epochs(
+        run.host,
         turns,
-        config.batch.mini_batch_rows,
-        seed=run.seeds.collate(iteration, epoch),
-        pad_id=run.tokenizer.pad_token_id,
-        extra={"advantages": advantages},
+        host_rows(config.batch.mini_batch_rows, processes),
+        [run.seeds.collate(iteration, epoch) for epoch in range(config.batch.epochs)],
         whole_groups=config.loss.name == "ggpo",  # GGPO compares whole trajectories
-        packing=packing_of(config.batch, run.updater.batch_shards),
+        packing=packing_of(config.batch, run.updater.batch_shards, processes),
+    )
+
+
+def epoch_batches(
+    run: OpenedRun, turns: list[Turn], advantages: np.ndarray, epoch: Epoch
+) -> Iterator[dict[str, np.ndarray]]:
+    """One epoch's mini-batches: this host's rows of each (padding once its own run out)."""
+    for batch in collate_plan(
+        turns, epoch.plan, epoch.shape, run.tokenizer.pad_token_id, {"advantages": advantages}, epoch.batches
     ):
         batch.pop("positions")
         batch.pop("policy_version")
@@ -249,30 +269,15 @@ def update_policy(
     run: OpenedRun, iteration: int, turns: list[Turn], advantages: np.ndarray
 ) -> tuple[dict[str, float], float]:
     """``BatchConfig.epochs`` passes of optimizer steps; returns the update metrics and the seconds."""
-    config = run.config
     update = MetricAccumulator()
     t0 = time.perf_counter()
-    steps = -(-len(turns) // config.batch.mini_batch_rows) * config.batch.epochs  # about, for the bar
-    with _bar(run.show_progress, steps, f"iter {iteration + 1} update", "step") as bar:
-        for epoch in range(config.batch.epochs):
-            for batch in epoch_batches(run, turns, advantages, iteration, epoch):
+    epochs = update_epochs(run, iteration, turns)
+    with _bar(run.show_progress, sum(e.batches for e in epochs), f"iter {iteration + 1} update", "step") as bar:
+        for epoch in epochs:
+            for batch in epoch_batches(run, turns, advantages, epoch):
                 update.add(run.updater.update(batch))
                 bar.update(1)
     return update.means(), time.perf_counter() - t0
-
-
-def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
-    """Success rate and mean turns per trajectory; invalid actions per turn."""
-    turn_count = sum(e.turns for e in episodes)
-    return {
-        "success_rate": sum(e.won for e in episodes) / max(len(episodes), 1),
-        "mean_turns": turn_count / max(len(episodes), 1),
-        "invalid_action_rate": sum(e.invalid for e in episodes) / max(turn_count, 1),
-    }
-
-
-def scalar_diagnostics(diagnostics: dict[str, Any]) -> dict[str, float]:
-    return {f"graph/{k}": float(v) for k, v in diagnostics.items() if np.ndim(v) == 0}
 
 
 def evaluation_due(config: TrainConfig, iteration: int) -> bool:
@@ -307,6 +312,13 @@ def evaluate_policy(run: OpenedRun, iteration: int) -> float:
         write_outcomes(records, run.run_dir / "eval" / f"iteration_{iteration + 1:04d}.jsonl")
     run.writer.write(iteration + 1, {"success_rate": summary["success_rate"]}, prefix="eval/")
     return float(summary["success_rate"])
+
+
+def exchange_metrics(run: OpenedRun) -> dict[str, float]:
+    """Bytes this host sent to and received from the others since the last iteration's record."""
+    sent, received = run.host.totals()
+    before, run.exchanged = run.exchanged, (sent, received)
+    return {"exchange_sent_bytes": float(sent - before[0]), "exchange_received_bytes": float(received - before[1])}
 
 
 def save_checkpoint(run: OpenedRun, iteration: int, metrics: dict[str, float]) -> None:

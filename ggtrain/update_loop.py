@@ -19,8 +19,7 @@ from ggtrain.checkpoint import CheckpointStore, abstract_like
 from ggtrain.config import TrainConfig, config_to_dict, write_resolved_config
 from ggtrain.metrics import MetricsWriter
 from ggtrain.optim import make_optimizer
-from ggtrain.packing import real_positions
-from ggtrain.sharding import BATCH_AXES, logical_rules_context, make_mesh, param_shardings, shard_batch
+from ggtrain.sharding import batch_shards, logical_rules_context, make_mesh, param_shardings, shard_batch
 from ggtrain.train_state import TrainState, apply_policy_refreshes, create_train_state
 from ggtrain.train_step import jit_train_step, make_train_step, metric_means
 from models.config import ModelConfig
@@ -69,13 +68,15 @@ class Updater:
     @property
     def batch_shards(self) -> int:
         """Devices a batch's rows (or packed sequences) are split over: its row counts are multiples."""
-        return int(np.prod([self.mesh.shape[a] for a in BATCH_AXES]))
+        return batch_shards(self.mesh)
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:
-        """One optimizer step; returns (sum, count) metric pairs (count 0 marks a total, e.g. ``tokens``),
-        so a caller adds several steps with ``MetricAccumulator.add`` and totals stay totals. Besides the
-        step's own metrics: ``step_time_s`` (mean per step), ``tokens_per_s`` (real, attended tokens over
-        seconds, so its mean is the ratio of the sums) and ``reference_refreshed`` (fraction of steps)."""
+        """One optimizer step on ``batch`` (with several processes, this host's share of the mini-batch);
+        returns (sum, count) metric pairs (count 0 marks a total, e.g. ``tokens``), so a caller adds
+        several steps with ``MetricAccumulator.add`` and totals stay totals. Besides the step's own
+        metrics: ``step_time_s`` (mean per step), ``tokens_per_s`` (real, attended tokens of the whole
+        mini-batch, every host's, over seconds, so its mean is the ratio of the sums) and
+        ``reference_refreshed`` (fraction of steps)."""
         start = time.perf_counter()
         with jax.set_mesh(self.mesh), logical_rules_context():
             self.state, metrics = self.step_fn(self.state, shard_batch(batch, self.mesh))
@@ -83,7 +84,7 @@ class Updater:
         seconds = time.perf_counter() - start
         self.state, refreshed = apply_policy_refreshes(self.state, self.config.policies)
         out["step_time_s"] = (seconds, 1.0)
-        out["tokens_per_s"] = (float(real_positions(batch)), seconds)
+        out["tokens_per_s"] = (out["real_token_fraction"][0], seconds)  # the step's count: every host's rows
         out["reference_refreshed"] = (float(refreshed["reference"]), 1.0)
         return out
 

@@ -1,5 +1,5 @@
 """One process of the exchange test: three rounds of 3 MB values (chunked through the key-value store),
-then prints which keys remain (only the last round's); the exchange object counts its rounds per tag."""
+then prints which keys remain (only the last round's); the exchange object counts its rounds and bytes per tag."""
 
 from __future__ import annotations
 
@@ -22,4 +22,4 @@ if __name__ == "__main__":
     host.exchange("sync", None)
     assert host.rounds == {"t": 3, "sync": 1}, host.rounds
     keys = sorted(k for k, _ in host.client.key_value_dir_get_bytes("ggtrain/t/"))
-    print(json.dumps({"process": pid, "keys": keys}), flush=True)
+    print(json.dumps({"process": pid, "keys": keys, "traffic": host.traffic()}), flush=True)

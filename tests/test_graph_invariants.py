@@ -77,6 +77,26 @@ def test_trajectory_length_changes_episode_term_under_turn_weighting():
 
 
 @SETTINGS
+@given(turn_batches(max_groups=5, max_turns=12, padding=False), METHODS, configs, st.integers(2, 4), st.integers(0, 99))
+def test_a_groups_advantages_are_bit_for_bit_the_same_whichever_groups_share_its_batch(
+    rows, method, options, hosts, seed
+):
+    """What lets every host compute its own groups' advantages: split the groups over ``hosts`` batches
+    (group i in batch i mod hosts, as ``train_loop.host_share`` deals them) and each batch's values are
+    exactly the whole batch's (no estimator normalizes across groups, and no float sum depends on where a
+    group's rows sit: GiGPO's step returns once did, through a parallel scan's tree). Rewards with many
+    significant bits, so that any difference in the order of float operations shows."""
+    rows = dict(rows, env_reward=np.random.default_rng(seed).uniform(-1.0, 10.0, len(rows["group"])))
+    whole = compute_advantages(method, rows, **options)
+    groups = np.unique(rows["group"])
+    for host in range(hosts):
+        keep = np.isin(rows["group"], groups[host::hosts])
+        if keep.any():
+            part = compute_advantages(method, {k: v[keep] for k, v in rows.items()}, **options)
+            np.testing.assert_array_equal(part.view(np.uint32), whole[keep].view(np.uint32))
+
+
+@SETTINGS
 @given(turn_batches(), configs)
 def test_beta_graph_zero_equals_grpo_bit_for_bit(rows, options):
     options = dict(options, beta_graph=0.0, beta_episode=1.0)

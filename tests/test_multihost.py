@@ -1,5 +1,6 @@
 """Multi-host runs on one machine: 2 processes x 2 CPU devices joined by jax.distributed (gloo collectives)
 against 1 process x 4 devices, a restore onto 1 process, and a hung or dead peer stopping the others.
+Each host keeps its own turns (``ggtrain.host_batches``): only small values cross, counted in bytes.
 
 Every run goes through the real command line (``ggtrain train``) on the built-in world with ``tiny-ring``.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -38,6 +40,15 @@ BINDINGS = [
     "CheckpointConfig.keep_last=3",
     f"OptimizerConfig.learning_rate={LEARNING_RATE}",
 ]
+
+
+# one mini-batch per epoch (every turn of an iteration fits: 4 groups x 4 x 8 turns; each host's 2 groups
+# its 64 rows), two epochs: then the two-process update is the one-process update
+ONE_MINI_BATCH = ("--set", "BatchConfig.mini_batch_rows=128", "--set", "BatchConfig.epochs=2")
+# process 0's bytes per iteration (sent + received) when every host's turns crossed (commit f21f614, the
+# exchange of every turn, these bindings and ONE_MINI_BATCH): 37,871 in iteration 1, 38,189 in iteration 2
+TURNS_EXCHANGED_BYTES = (37_871, 38_189)
+SMALL_TAGS = {"run_dir", "rollout_summary", "batch_needs", "packing_bins", "eval", "stop"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -115,9 +126,9 @@ def _metrics(run: Path) -> list[dict]:
 @pytest.mark.slow
 def test_two_hosts_train_like_one_and_restore_on_one(tmp_path):
     single, multi = tmp_path / "one_process", tmp_path / "two_processes"
-    ((code, err),) = _finish(_launch(single, 1, 4), 300)
+    ((code, err),) = _finish(_launch(single, 1, 4, *ONE_MINI_BATCH), 300)
     assert code == 0, err[-3000:]
-    results = _finish(_launch(multi, 2, 2), 300)
+    results = _finish(_launch(multi, 2, 2, *ONE_MINI_BATCH), 300)
     for i, (code, err) in enumerate(results):
         assert code == 0, f"process {i}: {err[-3000:]}"
 
@@ -131,7 +142,7 @@ def test_two_hosts_train_like_one_and_restore_on_one(tmp_path):
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
     assert sum(m["train/advantage_abs_mean"] for m in one) > 0  # the updates were not empty
     a, b = _state(single, 2), _state(multi, 2)
-    assert int(a["step"]) == int(b["step"]) > 2
+    assert int(a["step"]) == int(b["step"]) == 4  # 2 iterations x 2 epochs x one mini-batch
     moved = []
     for x, y, x0 in zip(
         jax.tree_util.tree_leaves(a["params"]),
@@ -147,13 +158,21 @@ def test_two_hosts_train_like_one_and_restore_on_one(tmp_path):
     assert max(moved) > LEARNING_RATE  # training moved the parameters far more than the tolerance
     manifest = json.loads((multi / "manifest.json").read_text())
     assert manifest["jax"]["process_count"] == 2
+    # only small values crossed: a few hundred bytes per iteration, where every host's turns took ~38 kB
+    moved = [m["train/exchange_sent_bytes"] + m["train/exchange_received_bytes"] for m in two]
+    print(f"process 0's bytes per iteration: turns exchanged {TURNS_EXCHANGED_BYTES}, rows at home {moved}")
+    assert all(m < before / 20 for m, before in zip(moved, TURNS_EXCHANGED_BYTES, strict=True)), moved
+    traffic = manifest["host_exchange"]
+    assert set(traffic) <= SMALL_TAGS and traffic["rollout_summary"]["rounds"] == 2, traffic
+    assert all(m["train/exchange_sent_bytes"] == 0 for m in one)  # one process exchanges with itself only
     # evaluation: each host plays its share, process 0 writes all of them, in order, as one host would
     (outcomes,) = (multi / "eval").glob("*.jsonl")
     assert outcomes.read_text().splitlines() == (single / "eval" / outcomes.name).read_text().splitlines()
     assert len(outcomes.read_text().splitlines()) == 4
 
     # the 2-process checkpoint restores onto 1 process (another mesh) and training continues
-    ((code, err),) = _finish(_launch(multi, 1, 2, "--resume", str(multi), "--set", "TrainConfig.iterations=3"), 300)
+    resume = ("--resume", str(multi), "--set", "TrainConfig.iterations=3", *ONE_MINI_BATCH)
+    ((code, err),) = _finish(_launch(multi, 1, 2, *resume), 300)
     assert code == 0, err[-3000:]
     assert f"resumed {multi} at iteration 2" in err
     assert [m["step"] for m in _metrics(multi)] == [1, 2, 3]
@@ -174,12 +193,16 @@ def test_a_hung_or_dead_peer_stops_the_others_by_name(tmp_path, fault):
     assert named, err0[-3000:]
     assert code1 not in (0, None)  # the hung process is ended too (the coordination service is gone with process 0)
     # the last completed iteration's checkpoint is intact: the only one, it restores whole, holds every
-    # optimizer step iteration 1 took (ceil(turns / 16-row mini-batches), one epoch) and trained parameters
+    # optimizer step iteration 1 took and trained parameters. Each host's 8 rows of a 16-row mini-batch:
+    # as many steps as the host with more turns needs (at least ceil(turns / 16), at most ceil(turns / 8)),
+    # the other host's share of the extra steps padding, so every turn is trained once and no more
     assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [1]
     state = _state(run, 1)
     (first,) = _metrics(run)
     turns = round(first["train/mean_turns"] * 16)  # 4 groups x 4 episodes
-    assert int(state["step"]) == -(-turns // 16) and first["step"] == 1
+    steps = int(state["step"])
+    assert -(-turns // 16) <= steps <= -(-turns // 8) and first["step"] == 1
+    assert round(first["train/rows"] * steps) == turns
     leaves = jax.tree_util.tree_leaves(state)
     assert all(np.all(np.isfinite(np.asarray(x))) for x in leaves if np.issubdtype(x.dtype, np.floating))
     start = jax.tree_util.tree_leaves(load_pretrained(tiny_ring_dir()).params)
@@ -205,10 +228,16 @@ def test_exchange_gathers_large_values_and_drops_earlier_rounds():
     for i, child in enumerate(children):
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err[-2000:]
-        keys = json.loads(out.strip().splitlines()[-1])["keys"]
+        report = json.loads(out.strip().splitlines()[-1])
+        keys = report["keys"]
         # only the last round is kept (3 MB in 1 MB pieces plus a count, per process)
         assert {k.split("/")[2] for k in keys} == {"2"}, (i, keys)
         assert len(keys) == 2 * 5
+        # every round's value (3 MB and its pickle framing) counted once going out and once per peer coming in
+        t = report["traffic"]["t"]
+        assert t["rounds"] == 3 and t["sent_bytes"] == t["received_bytes"]
+        assert 3 * (3 << 20) < t["sent_bytes"] < 3 * ((3 << 20) + 200)
+        assert report["traffic"]["sync"]["sent_bytes"] == len(pickle.dumps(None, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def test_advantages_of_whole_groups_do_not_depend_on_which_host_holds_them():
@@ -223,4 +252,4 @@ def test_advantages_of_whole_groups_do_not_depend_on_which_host_holds_them():
         for host_groups in ([0, 2], [1, 3]):
             keep = np.isin(rows["group"], host_groups)
             part = compute_advantages(estimator, {k: v[keep] for k, v in rows.items()})
-            np.testing.assert_allclose(part, whole[keep], rtol=1e-6, atol=1e-7, err_msg=estimator)
+            np.testing.assert_array_equal(part, whole[keep], err_msg=estimator)  # bit for bit

@@ -1,5 +1,5 @@
-"""The training loop's pieces on their own: seeds by name, the rollout share merge, metric pairs, the
-evaluation schedule, fault injection parsing and a one-process host exchange (no model, no environment)."""
+"""The training loop's pieces on their own: seeds by name, the hosts' rollout summaries merged, metric pairs,
+the evaluation schedule, fault injection parsing and a one-process host exchange (no model, no environment)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,13 @@ import jax
 import numpy as np
 import pytest
 
-from env_bridge.rollout import Episode, Turn
+from env_bridge.rollout import Episode
 from ggtrain.config import EvalConfig, TrainConfig
 from ggtrain.fault_injection import Fault, fault_from_env
 from ggtrain.host_exchange import HostExchange
+from ggtrain.rollout_summary import EpisodeTotals, HostSummary, episode_metrics, episode_totals, merge_summaries
 from ggtrain.seeds import RunSeeds, evaluation_key
-from ggtrain.train_loop import (
-    RolloutShare,
-    choose_games,
-    episode_metrics,
-    evaluation_due,
-    host_share,
-    merge_shares,
-    progress_line,
-)
+from ggtrain.train_loop import choose_games, evaluation_due, host_share, progress_line
 
 
 def test_seeds_keep_the_values_runs_have_always_used():
@@ -43,41 +36,21 @@ def test_seeds_keep_the_values_runs_have_always_used():
     assert set(recorded) == {"base", "training", "group_choice", "environment", "rollout", "collate", "evaluation"}
 
 
-def _turn(traj: int, turn: int) -> Turn:
-    return Turn(
-        group=traj // 2,
-        traj=traj,
-        turn=turn,
-        prompt_ids=[1],
-        response_ids=[2],
-        logprobs=np.zeros(1, np.float32),
-        env_reward=0.0,
-        valid=True,
-        state=0,
-        next_state=1,
-        policy_version=0,
-        action="look",
-        response_text="look",
-    )
-
-
 def _episode(traj: int, won: bool, turns: int, invalid: int) -> Episode:
     return Episode(group=traj // 2, traj=traj, game="g", won=won, turns=turns, invalid=invalid)
 
 
-def test_shares_merge_in_trajectory_order_whichever_host_played_them():
-    host1 = RolloutShare(
-        [_turn(3, 0), _turn(2, 1), _turn(2, 0)], [_episode(3, True, 1, 0), _episode(2, False, 2, 1)], [], 1
+def test_summaries_merge_into_the_totals_one_host_would_count():
+    host1 = HostSummary(3, episode_totals([_episode(3, True, 1, 0), _episode(2, False, 2, 1)]), {}, [], 1, "")
+    host0 = HostSummary(
+        2, episode_totals([_episode(1, False, 1, 0), _episode(0, True, 1, 1)]), {}, [{"group": 4}], 0, ""
     )
-    host0 = RolloutShare(
-        [_turn(1, 0), _turn(0, 0)], [_episode(1, False, 1, 0), _episode(0, True, 1, 1)], [{"group": 4}], 0
-    )
-    merged = merge_shares([host0, RolloutShare([], [], [], 0, "SIGTERM"), host1])
-    assert [(t.traj, t.turn) for t in merged.turns] == [(0, 0), (1, 0), (2, 0), (2, 1), (3, 0)]
-    assert [e.traj for e in merged.episodes] == [0, 1, 2, 3]
-    assert (merged.dropped, merged.reruns, merged.stop_requested) == ([{"group": 4}], 1, "SIGTERM")
+    idle = HostSummary(0, EpisodeTotals(), {}, [{"group": 5}], 0, "SIGTERM")  # every group it played failed
+    merged = merge_summaries([host0, idle, host1])
+    assert merged.rows == 5 and merged.episodes == EpisodeTotals(episodes=4, won=2, turns=5, invalid=2)
+    assert (merged.dropped, merged.reruns, merged.stop_requested) == ([{"group": 4}, {"group": 5}], 1, "SIGTERM")
     assert episode_metrics(merged.episodes) == {"success_rate": 0.5, "mean_turns": 1.25, "invalid_action_rate": 0.4}
-    assert episode_metrics([]) == {"success_rate": 0.0, "mean_turns": 0.0, "invalid_action_rate": 0.0}
+    assert episode_metrics(EpisodeTotals()) == {"success_rate": 0.0, "mean_turns": 0.0, "invalid_action_rate": 0.0}
 
 
 def test_host_share_choose_games_and_the_evaluation_schedule():
