@@ -307,12 +307,12 @@ def sampler_target(topology: str, devices: list) -> tuple[list, int]:
 class SamplerSetup:
     """How the sampler is compiled: for how many hosts (each samples its share of the environments on its
     own chips when there are several), in what prefill chunks, with which parameter layout on a host's
-    chips (``fsdp``: the trainer's ``sampler_shardings``; ``tensor``: heads / MLP / vocabulary split,
-    the rows replicated), for how many environments per sampler (0: the reference 128 over the hosts)."""
+    chips (``ggtrain.sharding.sampler_shardings``: ``tensor``, the trainer's, or ``fsdp``), for how many
+    environments per sampler (0: the reference 128 over the hosts)."""
 
     hosts: int = 1
     prefill_chunk: int = REFERENCE_PREFILL_CHUNK
-    layout: str = "fsdp"
+    layout: str = "tensor"
     environments: int = 0
 
 
@@ -334,11 +334,8 @@ def sampler_placement(model: Any, plan: Plan, devices: list, setup: SamplerSetup
         mesh = make_mesh(MeshConfig(plan.data, plan.fsdp, plan.tensor), devices)
         return param_shardings(model, mesh), NamedSharding(mesh, PartitionSpec()), batch, "training mesh, one host"
     label = f"each host's {len(devices)} chips, parameters split over them ({setup.hosts} hosts, {setup.layout})"
-    if setup.layout == "tensor":
-        mesh = make_mesh(MeshConfig(1, 1, len(devices)), devices)
-        return param_shardings(model, mesh), NamedSharding(mesh, PartitionSpec()), batch, label
     inputs = NamedSharding(make_mesh(MeshConfig(1, len(devices), 1), devices), PartitionSpec())
-    return sampler_shardings(model, devices), inputs, batch, label
+    return sampler_shardings(model, devices, setup.layout), inputs, batch, label
 
 
 def lower_sampler(
@@ -492,9 +489,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--sampler-layout",
-        default="fsdp",
-        choices=("fsdp", "tensor"),
-        help="on several hosts, how a host's chips split the sampler's parameters (fsdp: the trainer's)",
+        default="tensor",
+        choices=("tensor", "fsdp"),
+        help="on several hosts, how a host's chips split the sampler's parameters (tensor: the trainer's)",
     )
     parser.add_argument(
         "--sampler-envs", type=int, default=0, help="environments per sampler (0: the reference 128 over the hosts)"

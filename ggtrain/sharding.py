@@ -122,12 +122,31 @@ def shard_batch(batch: dict[str, Any], mesh: Mesh) -> dict[str, jax.Array]:
     return out
 
 
-def sampler_shardings(model_config: ModelConfig, devices: list[jax.Device] | None = None) -> Any:
-    """Where a host samples when several run: its parameters split over its own devices (fsdp on a
-    ``(1, n, 1)`` mesh of ``jax.local_devices()``), so a model too big for one chip still samples, on
-    every chip of the host, whatever the training mesh's axes."""
+SAMPLER_LAYOUTS = ("tensor", "fsdp")
+
+
+def sampler_tensor_degree(model_config: ModelConfig, devices: int) -> int:
+    """The most of ``devices`` that split every head, KV head, MLP and vocabulary axis evenly."""
+    c = model_config
+    axes = (c.num_heads, c.num_kv_heads, c.intermediate_size, c.vocab_size)
+    return max(t for t in range(1, devices + 1) if devices % t == 0 and all(a % t == 0 for a in axes))
+
+
+def sampler_shardings(
+    model_config: ModelConfig, devices: list[jax.Device] | None = None, layout: str = "tensor"
+) -> Any:
+    """Where a host samples when several run: its parameters split over its own devices, so a model too
+    big for one chip still samples, on every chip of the host, whatever the training mesh's axes.
+    ``tensor`` (the default): heads, MLP and vocabulary over as many devices as split them evenly, the
+    rest fsdp (``(1, n / t, t)``); ``fsdp``: ``(1, n, 1)``. Chosen on the TPU compiler: for qwen2.5-7b on
+    one v5e-16 host (4 chips, 32 environments) tensor needs 5.3 / 5.7 GiB per chip for the prefill / a
+    decode chunk against fsdp's 14.5 / 12.3, with 6x fewer all-reduce bytes
+    (``experiments/results/tpu_compile/sampler_layout_*``)."""
+    if layout not in SAMPLER_LAYOUTS:
+        raise ValueError(f"sampler layout {layout!r}: expected one of {SAMPLER_LAYOUTS}")
     local = list(devices if devices is not None else jax.local_devices())
-    return param_shardings(model_config, make_mesh(MeshConfig(1, len(local), 1), local))
+    tensor = sampler_tensor_degree(model_config, len(local)) if layout == "tensor" else 1
+    return param_shardings(model_config, make_mesh(MeshConfig(1, len(local) // tensor, tensor), local))
 
 
 def host_local_copy(tree: Any, shardings: Any = None) -> Any:

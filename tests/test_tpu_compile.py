@@ -91,6 +91,20 @@ def test_sampler_prefill_and_decode_compile_for_v5e_on_the_training_mesh(devices
 
 
 @pytest.mark.slow
+def test_multi_host_sampler_compiles_tensor_parallel_on_one_hosts_chips(devices):
+    """On several hosts each samples on its own 4 chips (``sampler_shardings``): heads split 2 ways (the
+    model's 2 KV heads allow no more), the rest fsdp, so a chip holds a quarter of the parameters and the
+    decode all-reduces the heads' partial sums instead of gathering parameters."""
+    setup = SamplerSetup(hosts=4)
+    _, (prefill, message, _), decode = lower_sampler(MODEL, PLAN, devices, steps=16, setup=setup)
+    assert message is None and prefill is not None
+    compiled = decode.compile()
+    cache_per_chip = compiled.memory_analysis().alias_size_in_bytes
+    assert compiled.memory_analysis().argument_size_in_bytes - cache_per_chip < _param_bytes(MODEL) / 4 * 1.05 + 2**20
+    assert "all-reduce" in collectives(compiled.as_text())
+
+
+@pytest.mark.slow
 def test_cost_extrapolated_from_one_and_two_layers_equals_the_unrolled_full_depth(devices):
     """XLA counts a while body once; the extrapolation from 1- and 2-layer unrolled compiles must give
     the figures of the 3-layer program unrolled (FLOPs measured 2.7 % over: the compiler does not lay
@@ -125,6 +139,7 @@ def _run(*args: str, script: str = "compile_for.py") -> subprocess.CompletedProc
         (("--topology", "v5e:2x2", "--mesh", "1,4,1", "--micro-rows", "6"), "--micro-rows 6"),
         (("--topology", "v5e:2x2", "--mesh", "1,4,1", "--model", "llama-9"), "llama-9"),
         (("--topology", "v5e:2x2", "--mesh", "1,4,1", "--prefill-chunk", "500"), "--prefill-chunk 500"),
+        (("--topology", "v5e:2x2", "--mesh", "1,4,1", "--sampler-envs", "-1"), "--sampler-envs -1"),
         (("plan_memory.py", "--topology", "v5e:3x3", "--mesh", "1,9,1"), "v5e:3x3"),
         (("plan_memory.py", "--topology", "v5e:2x2", "--mesh", "1,8,1"), "1,8,1"),
     ],
