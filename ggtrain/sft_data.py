@@ -99,7 +99,8 @@ def mix_uniform(records: list[dict[str, Any]], fraction: float, action_format: s
 
 
 def repeat_take_move(records: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
-    """Each turn whose command starts with ``take`` or ``move`` ``repeats`` times, in place."""
+    """Each turn whose command starts with ``take`` or ``move`` ``repeats`` times, the copies right after
+    it; every other turn once."""
     return [
         r
         for r in records
@@ -108,8 +109,9 @@ def repeat_take_move(records: list[dict[str, Any]], repeats: int) -> list[dict[s
 
 
 def demonstration_mix(records: list[dict[str, Any]], config: Any) -> list[dict[str, Any]]:
-    """The demonstrations as ``SftConfig`` mixes them (``config`` a ``TrainConfig``): the uniform answers
-    first, then the take / move repeats (of the turns still holding the expert's command or not alike)."""
+    """The demonstrations as ``SftConfig`` mixes them (``config`` a ``TrainConfig``): first a share of the
+    answers replaced by uniform ones, then the take / move repeats, judged by each turn's answer after
+    that replacement."""
     mixed = mix_uniform(records, config.sft.uniform_fraction, config.rollout.action_format, config.seed)
     return repeat_take_move(mixed, config.sft.take_move_repeats)
 
