@@ -153,6 +153,9 @@ class SftConfig:
     # turns whose expert command takes or moves an object appear this many times: the object named by the
     # task must be copied into them, and they are a few of a game's turns among many `go to` answers
     take_move_repeats: int = 1
+    # training turns (never held-out ones) whose object types are permuted by a random bijection: the model
+    # cannot name the object from what rooms usually hold and must copy it from the prompt
+    rename_fraction: float = 0.0
     validation_fraction: float = 0.05  # demonstrations (whole games) held out for the validation loss
     validation_every: int = 50
     checkpoint_every: int = 50

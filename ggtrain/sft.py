@@ -28,7 +28,7 @@ from ggtrain.config import ConfigError, TrainConfig, config_to_dict, write_resol
 from ggtrain.metrics import MetricsWriter, truncate_metrics
 from ggtrain.rollout_setup import make_rollout_driver
 from ggtrain.run import STOP_SIGNALS, StopFlag
-from ggtrain.sft_data import data_hash, encode_records, split_by_game
+from ggtrain.sft_data import data_hash, encode_records, object_types, rename_objects, split_by_game
 from ggtrain.sharding import host_local_copy
 from ggtrain.train_step import metric_means
 from ggtrain.update_loop import Updater
@@ -53,6 +53,8 @@ def check_sft_config(config: TrainConfig) -> None:
         raise ConfigError(f"SftConfig.language_model_steps = {s.language_model_steps}: expected 0 to steps ({s.steps})")
     if s.take_move_repeats < 1:
         raise ConfigError(f"SftConfig.take_move_repeats = {s.take_move_repeats}: expected at least 1")
+    if not 0 <= s.rename_fraction <= 1:
+        raise ConfigError(f"SftConfig.rename_fraction = {s.rename_fraction}: expected a value in [0, 1]")
     if not 0 <= s.uniform_fraction <= 1 or not 0 <= s.validation_fraction < 1:
         raise ConfigError("SftConfig.uniform_fraction must be in [0, 1] and validation_fraction in [0, 1)")
     if b.mini_batch_rows % b.micro_batch_rows:
@@ -154,6 +156,7 @@ def run_sft_steps(
     tokenizer = lm.tokenizer
     driver = make_rollout_driver(config.rollout, None, tokenizer, config.rollout.max_turns)  # type: ignore[arg-type]
     train_records, val_records = split_by_game(records, config.sft.validation_fraction, config.seed)
+    train_records = rename_objects(train_records, config.sft.rename_fraction, config.seed, object_types(records))
     train_turns = encode_records(train_records, driver, tokenizer.eos_token_id)
     val_turns = encode_records(val_records, driver, tokenizer.eos_token_id)
     pad, rows = tokenizer.pad_token_id, config.batch.mini_batch_rows

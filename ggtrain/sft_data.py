@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,46 @@ def repeat_take_move(records: list[dict[str, Any]], repeats: int) -> list[dict[s
         for r in records
         for _ in range(repeats if str(r.get("action", "")).split()[:1] in (["take"], ["move"]) else 1)
     ]
+
+
+def object_types(records: list[dict[str, Any]]) -> list[str]:
+    """Every object type a record's admissible commands can take (``take OBJECT N from …``), sorted."""
+    return sorted({a.split()[1] for r in records for a in r.get("admissible", []) if a.split()[:1] == ["take"]})
+
+
+def rename_record(record: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
+    """``record`` with every whole word that is a key of ``mapping`` replaced by its value, in every text
+    field (the prompt's parts, the answer, the command), all at once (a swap stays a swap)."""
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(mapping))) + r")\b")
+
+    def sub(text: str) -> str:
+        return pattern.sub(lambda m: mapping[m.group(1)], text)
+
+    out = dict(record)
+    for key in ("response", "action", "task", "observation"):
+        if key in record:
+            out[key] = sub(record[key])
+    if "admissible" in record:
+        out["admissible"] = [sub(a) for a in record["admissible"]]
+    if "history" in record:
+        out["history"] = [[sub(o), sub(a)] for o, a in record["history"]]
+    out["messages"] = [m | {"content": sub(m["content"])} for m in record["messages"]]
+    return out
+
+
+def rename_objects(records: list[dict[str, Any]], fraction: float, seed: int, types: list[str]) -> list[dict]:
+    """Each record, with probability ``fraction``, with its object ``types`` permuted by a random bijection
+    of its own: naming the object from the prior stops paying, so copying it from the prompt is learned."""
+    if fraction <= 0 or len(types) < 2:
+        return records
+    rng, out = random.Random(seed), []
+    for r in records:
+        if rng.random() < fraction:
+            shuffled = list(types)
+            rng.shuffle(shuffled)
+            r = rename_record(r, dict(zip(types, shuffled, strict=True)))
+        out.append(r)
+    return out
 
 
 def demonstration_mix(records: list[dict[str, Any]], config: Any) -> list[dict[str, Any]]:

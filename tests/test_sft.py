@@ -165,3 +165,43 @@ def test_take_move_repeats_below_one_is_refused():
 
     with pytest.raises(ConfigError, match=r"SftConfig.take_move_repeats = 0"):
         check_sft_config(_config("SftConfig.take_move_repeats=0"))
+
+
+def test_renamed_objects_are_a_consistent_permutation_of_the_whole_record(walkthrough_turns):
+    from ggtrain.sft_data import object_types, rename_objects
+
+    types = object_types(walkthrough_turns)
+    renamed = rename_objects(walkthrough_turns, 1.0, 0, types)
+    changed = 0
+    for before, after in zip(walkthrough_turns, renamed, strict=True):
+        words_before, words_after = before["messages"][0]["content"].split(), after["messages"][0]["content"].split()
+        mapping = dict(zip(words_before, words_after, strict=True))  # same word count: a word for a word
+        assert all(mapping[w] == w for w in mapping if w.strip(".,'") not in types)
+        assert len(set(mapping.values())) == len(mapping)  # a bijection, so the prompt's objects stay apart
+        assert after["action"] in after["admissible"]
+        assert after["response"] == f"<think></think><action>{after['action']}</action>"
+        assert after["action"].split()[0] == before["action"].split()[0]
+        changed += after["action"] != before["action"]
+    assert changed > 0 and rename_objects(walkthrough_turns, 0.0, 0, types) == walkthrough_turns
+
+
+def test_renaming_never_touches_held_out_games(walkthrough_turns, initial_model, tmp_path, monkeypatch):
+    import ggtrain.sft as sft_module
+
+    seen = []
+    original = sft_module.encode_records
+    monkeypatch.setattr(sft_module, "encode_records", lambda r, *a: seen.append(r) or original(r, *a))
+    config = _config("SftConfig.steps=1", "SftConfig.rename_fraction=1.0")
+    run_sft_steps(config, initial_model, walkthrough_turns, tmp_path, resume=False, progress=False)
+    train, validation = seen
+    held = {r["game"] for r in validation}
+    assert validation == [r for r in walkthrough_turns if r["game"] in held]
+    assert train != [r for r in walkthrough_turns if r["game"] not in held]
+
+
+def test_rename_fraction_outside_zero_to_one_is_refused():
+    from ggtrain.config import ConfigError
+    from ggtrain.sft import check_sft_config
+
+    with pytest.raises(ConfigError, match=r"SftConfig.rename_fraction = 1.5"):
+        check_sft_config(_config("SftConfig.rename_fraction=1.5"))

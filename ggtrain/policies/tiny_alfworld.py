@@ -73,12 +73,14 @@ def model_config(tokenizer: Tokenizer) -> ModelConfig:
 
 def recipe_hash() -> str:
     from env_bridge import demonstrations, vocabulary
+    from ggtrain import sft_data
 
     parts = [
         json.dumps(ARCHITECTURE, sort_keys=True),
         RECIPE_FILE.read_text(),
         Path(vocabulary.__file__).read_text(),
         Path(demonstrations.__file__).read_text(),
+        Path(sft_data.__file__).read_text(),  # how the demonstrations are mixed, repeated and renamed
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
