@@ -17,7 +17,7 @@ _GO = re.compile(r"^go to (.+)$")
 _TAKE = re.compile(r"^take (.+?) from (.+)$")
 _MOVE = re.compile(r"^(?:move|put) (.+?) (?:to|in/on|in|on) (.+)$")
 _PROCESS = re.compile(r"^(heat|cool|clean|slice) (.+?) with (.+)$")
-_STATUS = {"heat": "heated", "cool": "cooled", "clean": "cleaned", "slice": "sliced"}
+STATUS = {"heat": "heated", "cool": "cooled", "clean": "cleaned", "slice": "sliced"}
 
 
 @dataclasses.dataclass
@@ -51,7 +51,7 @@ class AlfworldStateTracker:
             verb, obj = m.group(1), m.group(2)
             if verb != "slice" and self.holding != obj:
                 return False
-            self.status[obj] = _STATUS[verb]
+            self.status[obj] = STATUS[verb]
         return before != (self.location, self.holding, dict(self.status), len(self.moved))
 
     def key(self, observation: str, admissible: list[str]) -> str:

@@ -15,7 +15,7 @@ import string
 from collections.abc import Iterable
 from pathlib import Path
 
-from env_bridge import prompts
+from env_bridge import prompts, state_tracker
 
 WORD = re.compile(r"\w+|[^\w\s]")
 RHS = re.compile(r'"rhs"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -62,6 +62,8 @@ def template_words() -> set[str]:
         prompts.CHOICE_TEMPLATE,
         prompts.CHOICE_FIRST_TURN_TEMPLATE,
         "Nothing happens. You won! help look inventory examine use take move open close heat cool clean go to",
+        state_tracker.AlfworldStateTracker().key("", []),  # the state line of RolloutConfig.show_tracked_state
+        " ".join(["unprocessed", *state_tracker.STATUS.values()]),
     ]
     return {w for t in texts for w in split_words(PLACEHOLDER.sub(" ", t))}
 

@@ -18,6 +18,7 @@ from env_bridge.demonstrations import expert_response, walkthrough_demonstration
 from env_bridge.games import discover_games
 from env_bridge.prompts import prompt_builder
 from env_bridge.rollout import RolloutDriver, Turn
+from env_bridge.state_tracker import AlfworldStateTracker
 from ggtrain.config import ConfigError, RolloutConfig
 from models.artifacts import cache_dir
 
@@ -168,6 +169,16 @@ def split_by_game(records: list[dict[str, Any]], fraction: float, seed: int) -> 
     return train, validation
 
 
+def tracked_state(record: dict[str, Any]) -> str:
+    """The state line RL shows with ``RolloutConfig.show_tracked_state`` (location, what is held, what was
+    moved), rebuilt by following the record's history as the rollout's tracker follows the episode."""
+    tracker = AlfworldStateTracker()
+    history = record["history"]
+    for i, (_, action) in enumerate(history):
+        tracker.update(action, history[i + 1][0] if i + 1 < len(history) else record["observation"])
+    return tracker.key("", []).strip()
+
+
 def encode_records(records: list[dict[str, Any]], driver: RolloutDriver, eos_id: int | None) -> list[Turn]:
     """Turns whose prompt is fitted as the rollout driver fits it (structured records) or the record's
     messages through the chat template; the response ends with EOS when the tokenizer has one."""
@@ -175,7 +186,8 @@ def encode_records(records: list[dict[str, Any]], driver: RolloutDriver, eos_id:
     for i, r in enumerate(records):
         if "admissible" in r:
             history = [tuple(h) for h in r["history"]]
-            prompt = driver.fit_prompt(r["task"], history, r["observation"], r["admissible"], "")
+            tracked = tracked_state(r) if driver.prompts.show_tracked_state else ""
+            prompt = driver.fit_prompt(r["task"], history, r["observation"], r["admissible"], tracked)
         else:
             rendered = tokenizer.apply_chat_template(r["messages"], add_generation_prompt=True)
             prompt = list(tokenizer.encode(str(rendered), add_special_tokens=False))[-driver.max_prompt_tokens :]

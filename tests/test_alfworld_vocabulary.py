@@ -35,3 +35,14 @@ def test_unknown_words_are_the_unknown_token_and_tags_are_single_tokens():
     assert [tokenizer.token_to_id(t) for t in TAGS] == [ids[0], ids[1], ids[2], ids[-1]]
     assert tokenizer.decode(ids) == "<think> </think> <action> go to sofa 1 </action>"
     assert alfworld_tokenizer().backend.get_vocab() == tokenizer.backend.get_vocab()  # deterministic ids
+
+
+def test_the_tracked_state_line_has_no_unknown_word(walkthrough_turns):
+    from ggtrain.sft_data import tracked_state
+
+    tokenizer = alfworld_tokenizer()
+    unk = tokenizer.token_to_id("[UNK]")
+    lines = {tracked_state(r) for r in walkthrough_turns}
+    assert any("(unprocessed)" in line for line in lines)  # something was held
+    for line in lines:
+        assert unk not in tokenizer.encode(line, add_special_tokens=False), line

@@ -4,6 +4,7 @@ continues bit for bit, and the written directory loads in ``load_pretrained`` an
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -205,3 +206,26 @@ def test_rename_fraction_outside_zero_to_one_is_refused():
 
     with pytest.raises(ConfigError, match=r"SftConfig.rename_fraction = 1.5"):
         check_sft_config(_config("SftConfig.rename_fraction=1.5"))
+
+
+def test_tracked_state_follows_the_walkthrough_and_reaches_the_prompt(walkthrough_turns):
+    from ggtrain.policies.tiny_alfworld import alfworld_tokenizer
+    from ggtrain.rollout_setup import make_rollout_driver
+    from ggtrain.sft_data import encode_records, tracked_state
+
+    pairs = [(r, n) for r, n in itertools.pairwise(walkthrough_turns) if r["game"] == n["game"]]
+    after_take = [(r, n) for r, n in pairs if r["action"].startswith("take ")]
+    assert after_take
+    for record, following in after_take:
+        obj, place = record["action"][len("take ") :].split(" from ")
+        assert tracked_state(following).startswith(f"Location: {place}. Items in hand (status): {obj}(unprocessed)")
+
+    tokenizer = alfworld_tokenizer()
+    shown = _config("RolloutConfig.show_tracked_state=True").rollout
+    driver = make_rollout_driver(shown, None, tokenizer, shown.max_turns)  # type: ignore[arg-type]
+    plain = make_rollout_driver(_config().rollout, None, tokenizer, shown.max_turns)  # type: ignore[arg-type]
+    record, following = after_take[0]
+    with_state = encode_records([following], driver, None)[0].prompt_ids
+    without = encode_records([following], plain, None)[0].prompt_ids
+    line = tokenizer.encode(tracked_state(following), add_special_tokens=False)
+    assert len(with_state) > len(without) and any(with_state[i : i + len(line)] == line for i in range(len(with_state)))
