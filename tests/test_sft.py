@@ -55,7 +55,8 @@ def test_validation_loss_falls(walkthrough_turns, initial_model, tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "sft_run" / "metrics.jsonl").read_text().splitlines()]
     val = [m["sft/validation_loss"] for m in lines]
     assert result.steps == 12 and len(val) == 12
-    assert val[-1] < 0.5 * val[0], val  # a random model starts near log(vocab) = 5.9 nats a token
+    # a random model starts near log(vocab) = 6.0 nats a token; without learning it stays there
+    assert val[-1] < 0.6 * val[0], val
 
 
 def test_language_model_steps_train_every_token_then_only_responses(walkthrough_turns, initial_model, tmp_path):
