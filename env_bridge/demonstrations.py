@@ -17,13 +17,38 @@ from env_bridge.envs import AlfworldEnv
 from env_bridge.games import Game, walkthrough
 from env_bridge.prompts import PromptBuilder, task_of
 
+MILESTONE_VERBS = frozenset({"take", "move", "put", "clean", "heat", "cool", "slice", "use"})
 
-def expert_response(action: str, action_format: str, admissible: list[str]) -> str:
-    """The answer RL's parser reads back as ``action``: ``<think></think><action>…</action>`` (an empty
-    thought: the warm-start policy is not taught to reason) or the action's 1-based number."""
+
+def expert_response(action: str, action_format: str, admissible: list[str], thought: str = "") -> str:
+    """The answer RL's parser reads back as ``action``: ``<think>thought</think><action>…</action>`` or the
+    action's 1-based number."""
     if action_format == "choice":
         return str(admissible.index(action) + 1)
-    return f"<think></think><action>{action}</action>"
+    return f"<think>{thought}</think><action>{action}</action>"
+
+
+def subgoal(action: str) -> str:
+    """A milestone command as a thought: its numbers dropped, and for ``take`` the place it was found
+    too (a policy cannot know it before it looks): ``take apple 1 from fridge 1`` -> ``take apple``,
+    ``clean apple 1 with sinkbasin 1`` -> ``clean apple with sinkbasin``."""
+    words = action.split()
+    if words[:1] == ["take"]:
+        words = words[:3]
+    return " ".join(w for w in words if not w.isdecimal())
+
+
+def subgoal_thoughts(actions: list[str]) -> list[str]:
+    """For each turn of an expert episode, the next milestone (an action that changes an object: take,
+    move, clean, heat, cool, slice, use) at or after it, as ``subgoal`` writes it. What the thought says
+    follows from the task and the tracked state (what is held, its status, what was moved), so a policy
+    that sees the tracked state can learn it; the action then copies its object from a few tokens back."""
+    thoughts, upcoming = [], ""
+    for action in reversed(actions):
+        if action.split()[:1] and action.split()[0] in MILESTONE_VERBS:
+            upcoming = subgoal(action)
+        thoughts.append(upcoming)
+    return thoughts[::-1]
 
 
 def replay_game(game: Game, builder: PromptBuilder, action_format: str) -> list[dict[str, Any]]:

@@ -156,6 +156,9 @@ class SftConfig:
     # training turns (never held-out ones) whose object types are permuted by a random bijection: the model
     # cannot name the object from what rooms usually hold and must copy it from the prompt
     rename_fraction: float = 0.0
+    # each walkthrough answer thinks its next milestone (``<think>clean apple with sinkbasin</think>``): the
+    # subgoal follows from the task and the tracked state, and the action copies its object from it
+    subgoal_thoughts: bool = False
     validation_fraction: float = 0.05  # demonstrations (whole games) held out for the validation loss
     validation_every: int = 50
     checkpoint_every: int = 50

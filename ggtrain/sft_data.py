@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from env_bridge.demonstrations import expert_response, walkthrough_demonstrations
+from env_bridge.demonstrations import expert_response, subgoal_thoughts, walkthrough_demonstrations
 from env_bridge.games import discover_games
 from env_bridge.prompts import prompt_builder
 from env_bridge.rollout import RolloutDriver, Turn
@@ -100,6 +100,26 @@ def mix_uniform(records: list[dict[str, Any]], fraction: float, action_format: s
     return out
 
 
+def with_subgoal_thoughts(records: list[dict[str, Any]], action_format: str) -> list[dict[str, Any]]:
+    """Each replayed walkthrough turn's answer with its subgoal as the thought (``<think>take apple</think>``;
+    ``env_bridge.demonstrations.subgoal_thoughts``); records without a game or a command (``--data``) and
+    the ``choice`` format are left as they are. A game's records are its turns in order."""
+    if action_format != "tags":
+        return records
+    games: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        if "game" in r and "action" in r and "admissible" in r:
+            games.setdefault(str(r["game"]), []).append(i)
+    out = list(records)
+    for indices in games.values():
+        indices = sorted(indices, key=lambda i: int(records[i].get("turn", 0)))
+        thoughts = subgoal_thoughts([str(records[i]["action"]) for i in indices])
+        for i, thought in zip(indices, thoughts, strict=True):
+            r = records[i]
+            out[i] = r | {"response": expert_response(r["action"], action_format, r["admissible"], thought)}
+    return out
+
+
 def repeat_take_move(records: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
     """Each turn whose command starts with ``take`` or ``move`` ``repeats`` times, the copies right after
     it; every other turn once."""
@@ -151,9 +171,11 @@ def rename_objects(records: list[dict[str, Any]], fraction: float, seed: int, ty
 
 
 def demonstration_mix(records: list[dict[str, Any]], config: Any) -> list[dict[str, Any]]:
-    """The demonstrations as ``SftConfig`` mixes them (``config`` a ``TrainConfig``): first a share of the
-    answers replaced by uniform ones, then the take / move repeats, judged by each turn's answer after
-    that replacement."""
+    """The demonstrations as ``SftConfig`` mixes them (``config`` a ``TrainConfig``): the subgoal thoughts
+    when asked for, then a share of the answers replaced by uniform ones, then the take / move repeats,
+    judged by each turn's answer after that replacement."""
+    if config.sft.subgoal_thoughts:
+        records = with_subgoal_thoughts(records, config.rollout.action_format)
     mixed = mix_uniform(records, config.sft.uniform_fraction, config.rollout.action_format, config.seed)
     return repeat_take_move(mixed, config.sft.take_move_repeats)
 

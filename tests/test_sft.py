@@ -230,3 +230,27 @@ def test_tracked_state_follows_the_walkthrough_and_reaches_the_prompt(walkthroug
     without = encode_records([following], plain, None)[0].prompt_ids
     line = tokenizer.encode(tracked_state(following), add_special_tokens=False)
     assert len(with_state) > len(without) and any(with_state[i : i + len(line)] == line for i in range(len(with_state)))
+
+
+def test_subgoal_thoughts_name_the_next_milestone_and_follow_from_the_tracked_state(walkthrough_turns):
+    from env_bridge.actions import parse_action
+    from ggtrain.sft_data import demonstration_mix, tracked_state
+
+    thought = demonstration_mix(walkthrough_turns, _config("SftConfig.subgoal_thoughts=True"))
+    assert len(thought) == len(walkthrough_turns)
+    by_prompt: dict[tuple[str, str], set[str]] = {}
+    for before, after in zip(walkthrough_turns, thought, strict=True):
+        think = after["response"].split("<think>")[1].split("</think>")[0]
+        parsed = parse_action(after["response"], after["admissible"], strict=True)
+        assert parsed.valid and parsed.action == before["action"]
+        words = before["action"].split()
+        if words[0] == "take":  # where it was found is not in the thought: a policy cannot know it
+            assert think == f"take {words[1]}"
+        elif words[0] in ("move", "clean", "heat", "cool", "use"):
+            assert think == " ".join(w for w in words if not w.isdecimal())
+        else:
+            assert think.split()[0] in ("take", "move", "clean", "heat", "cool", "use")
+        by_prompt.setdefault((before["task"], tracked_state(before)), set()).add(think)
+    # the thought is a function of what the prompt shows: the task and the tracked state
+    assert all(len(thoughts) == 1 for thoughts in by_prompt.values()), by_prompt
+    assert demonstration_mix(walkthrough_turns, _config()) == walkthrough_turns
