@@ -37,7 +37,7 @@ ALIAS = "tiny-alfworld"
 RECIPE_FILE = CONFIG_DIR / "tiny_alfworld_sft.gin"
 TAGS = ("<think>", "</think>", "<action>", "</action>")
 ROLES = ("system", "user", "assistant")
-ARCHITECTURE = {"hidden_size": 64, "intermediate_size": 192, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2}
+ARCHITECTURE = {"hidden_size": 128, "intermediate_size": 384, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2}
 
 
 def alfworld_tokenizer(data_dir: str | None = None) -> Tokenizer:
