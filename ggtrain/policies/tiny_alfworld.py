@@ -1,7 +1,8 @@
 """``tiny-alfworld``: a word-level Llama small enough to play real ALFWorld games on two CPU cores, warm-
 started by ``ggtrain sft`` on train-game walkthroughs (``configs/tiny_alfworld_sft.gin``), so RL starts
-from a policy that writes the reference ``<think></think><action>…</action>`` answer and often a useful
-action, but not always: a share of its demonstrations are uniformly random admissible actions.
+from a policy that writes the reference ``<think>…</think><action>…</action>`` answer (the thought is its
+next subgoal, ``take apple``) and completes some tasks, far from all (the recipe's measured starting
+success is in ``experiments/results/tiny_alfworld_recipe/``).
 
 The vocabulary is every word the shipped games can show (``env_bridge.vocabulary``), lower-cased, each
 punctuation character alone, the chat roles and the four tags; anything else is the unknown token. The
