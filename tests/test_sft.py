@@ -33,6 +33,15 @@ SETS = [
     "BatchConfig.mini_batch_rows=8",
     "BatchConfig.micro_batch_rows=4",
     "OptimizerConfig.learning_rate=1e-2",
+    # the recipe warms up over 50 of its 900 steps; a few-step test needs its learning rate from the start
+    "OptimizerConfig.schedule='constant'",
+    "OptimizerConfig.warmup_steps=0",
+    # the recipe's levers off: each test below turns on the one it pins
+    "SftConfig.language_model_steps=0",
+    "SftConfig.take_move_repeats=1",
+    "SftConfig.rename_fraction=0.0",
+    "SftConfig.subgoal_thoughts=False",
+    "RolloutConfig.show_tracked_state=False",
     "RolloutConfig.max_prompt_tokens=512",
 ]
 
