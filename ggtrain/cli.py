@@ -397,10 +397,11 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from env_bridge.games import discover_games
     from ggtrain.config import ConfigError
     from ggtrain.run import alfworld_games
-    from ggtrain.sft import sft
+    from ggtrain.sft import check_sft_config, sft
     from ggtrain.sft_data import demonstration_mix, read_jsonl, walkthrough_records
 
     config = _resolve_sft(args)
+    check_sft_config(config)
     out = Path(args.out)
     if args.resume and not (out / "sft_run" / "config.json").exists():
         raise ConfigError(f"--resume: {out} holds no SFT run (no sft_run/config.json)")
@@ -409,8 +410,15 @@ def cmd_sft(args: argparse.Namespace) -> int:
         records = read_jsonl(Path(args.data))
     else:
         alfworld_games(config, lambda: discover_games(args.walkthroughs, config.data_dir or None))
+        s = config.sft
         records = walkthrough_records(
-            args.walkthroughs, config.rollout, config.data_dir, config.sft.walkthrough_games, config.seed
+            args.walkthroughs,
+            config.rollout,
+            config.data_dir,
+            s.walkthrough_games,
+            config.seed,
+            None,
+            s.detour_fraction,
         )
         records = demonstration_mix(records, config)
     record = sft(config, model_dir, records, out, resume=args.resume)

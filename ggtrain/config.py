@@ -159,6 +159,10 @@ class SftConfig:
     # each walkthrough answer thinks its next milestone (``<think>clean apple with sinkbasin</think>``): the
     # subgoal follows from the task and the tracked state, and the action copies its object from it
     subgoal_thoughts: bool = False
+    # a share of the walkthroughs' `go to` steps first visit a random other place, whose turn is answered
+    # with the expert's `go to`: without them every arrival is at the right place, and the policy learns
+    # to take the object wherever it arrives
+    detour_fraction: float = 0.0
     validation_fraction: float = 0.05  # demonstrations (whole games) held out for the validation loss
     validation_every: int = 50
     checkpoint_every: int = 50

@@ -55,6 +55,8 @@ def check_sft_config(config: TrainConfig) -> None:
         raise ConfigError(f"SftConfig.take_move_repeats = {s.take_move_repeats}: expected at least 1")
     if not 0 <= s.rename_fraction <= 1:
         raise ConfigError(f"SftConfig.rename_fraction = {s.rename_fraction}: expected a value in [0, 1]")
+    if not 0 <= s.detour_fraction <= 1:
+        raise ConfigError(f"SftConfig.detour_fraction = {s.detour_fraction}: expected a value in [0, 1]")
     if not 0 <= s.uniform_fraction <= 1 or not 0 <= s.validation_fraction < 1:
         raise ConfigError("SftConfig.uniform_fraction must be in [0, 1] and validation_fraction in [0, 1)")
     if b.mini_batch_rows % b.micro_batch_rows:

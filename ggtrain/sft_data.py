@@ -60,22 +60,25 @@ def walkthrough_records(
     games: int,
     seed: int,
     on_game: Callable[[Any], object] | None = None,
+    detour_fraction: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """The demonstrations of ``games`` games of ``split`` (0: all; else a seeded sample), replayed once and
-    cached under ``$GGTRAIN_CACHE/demonstrations`` by a hash of everything that shapes them."""
+    """The demonstrations of ``games`` games of ``split`` (0: all; else a seeded sample), replayed once (with
+    ``detour_fraction`` of the ``go to`` steps detoured, ``replay_game``) and cached under
+    ``$GGTRAIN_CACHE/demonstrations`` by a hash of everything that shapes them."""
     found = discover_games(split, data_dir or None, rollout.task_types or None)
     chosen = found if games <= 0 or games >= len(found) else random.Random(seed).sample(found, games)
     chosen = sorted(chosen, key=lambda g: str(g.path))
-    key = json.dumps(
-        [DEMONSTRATIONS_VERSION, rollout.action_format, rollout.history_length, [g.game_id for g in chosen], split]
-    )
+    shape = [DEMONSTRATIONS_VERSION, rollout.action_format, rollout.history_length, [g.game_id for g in chosen], split]
+    key = json.dumps(shape + ([detour_fraction, seed] if detour_fraction > 0 else []))
     path = cache_dir() / "demonstrations" / f"{split}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsonl"
     if path.exists():
         return [json.loads(line) for line in path.read_text().splitlines()]
     builder = prompt_builder(rollout.action_format, rollout.history_length, rollout.show_tracked_state)
     records = [
         r
-        for game_records in walkthrough_demonstrations(chosen, builder, rollout.action_format, rollout.workers, on_game)
+        for game_records in walkthrough_demonstrations(
+            chosen, builder, rollout.action_format, rollout.workers, on_game, detour_fraction, seed
+        )
         for r in game_records
     ]
     path.parent.mkdir(parents=True, exist_ok=True)

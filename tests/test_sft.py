@@ -263,3 +263,45 @@ def test_subgoal_thoughts_name_the_next_milestone_and_follow_from_the_tracked_st
     # the thought is a function of what the prompt shows: the task and the tracked state
     assert all(len(thoughts) == 1 for thoughts in by_prompt.values()), by_prompt
     assert demonstration_mix(walkthrough_turns, _config()) == walkthrough_turns
+
+
+def test_detours_arrive_elsewhere_and_answer_with_the_experts_go_to(walkthrough_turns):
+    from env_bridge.demonstrations import next_milestone, replay_game, subgoal, walkthrough_demonstrations
+    from env_bridge.games import discover_games
+    from env_bridge.prompts import prompt_builder
+
+    names = list(dict.fromkeys(r["game"] for r in walkthrough_turns))
+    games = {g.game_id: g for g in discover_games("train")}
+    builder = prompt_builder("tags", 1)
+    replay = list(walkthrough_demonstrations([games[n] for n in names], builder, "tags", 1, None, 1.0, seed=0))
+    for name, records in zip(names, replay, strict=True):
+        expert = [r for r in walkthrough_turns if r["game"] == name]
+        detours = [r for r in records if r.get("detour")]
+        assert [r["action"] for r in records if not r.get("detour")] == [r["action"] for r in expert]
+        assert [r["turn"] for r in records] == list(range(len(records))) and detours
+        for k, r in enumerate(records):
+            if not r.get("detour"):
+                continue
+            place = r["history"][-1][1].removeprefix("go to ").removeprefix("open ")
+            assert r["history"][-1][1] in (f"go to {place}", f"open {place}") and r["action"] != f"go to {place}"
+            assert r["action"].startswith("go to ") and r["action"] in r["admissible"]
+            # the expert's `go to` is right there: the place offers nothing for the pending milestone
+            pending = next_milestone([x["action"] for x in records[k:] if not x.get("detour")])
+            assert pending and not any(subgoal(a) == pending for a in r["admissible"])
+    # seeded per game: a game's detours do not depend on which games (or workers) replay beside it
+    assert replay_game(games[names[1]], builder, "tags", 1.0, seed=0) == replay[1]
+
+
+def test_detour_fraction_keys_the_demonstration_cache_and_outside_zero_to_one_is_refused(tmp_path, monkeypatch):
+    from ggtrain.config import ConfigError
+    from ggtrain.sft import check_sft_config
+    from ggtrain.sft_data import walkthrough_records
+
+    monkeypatch.setenv("GGTRAIN_CACHE", str(tmp_path))
+    rollout = _config().rollout
+    plain = walkthrough_records("train", rollout, "", 1, 0)
+    detoured = walkthrough_records("train", rollout, "", 1, 0, None, 1.0)
+    assert not any(r.get("detour") for r in plain) and any(r.get("detour") for r in detoured)
+    assert len(list((tmp_path / "demonstrations").iterdir())) == 2
+    with pytest.raises(ConfigError, match=r"SftConfig.detour_fraction = -0.5"):
+        check_sft_config(_config("SftConfig.detour_fraction=-0.5"))

@@ -95,7 +95,10 @@ def build(tmp: Path, progress: bool = True) -> str:
     init = tmp / "init"
     cfg = model_config(tokenizer)
     LanguageModel(cfg, init_params(cfg, jax.random.PRNGKey(config.seed)), tokenizer).save(init)
-    records = walkthrough_records("train", config.rollout, config.data_dir, config.sft.walkthrough_games, config.seed)
+    s = config.sft
+    records = walkthrough_records(
+        "train", config.rollout, config.data_dir, s.walkthrough_games, config.seed, None, s.detour_fraction
+    )
     records = demonstration_mix(records, config)
     record = sft(config, init, records, tmp, progress=progress)
     shutil.rmtree(init)
