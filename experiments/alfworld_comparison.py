@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     if code:
         return code
     runs, timings = [], {}
-    for method in args.methods:
-        for seed in args.seeds:
+    for seed in args.seeds:  # seed-major: a study cut short still has every method at its first seeds
+        for method in args.methods:
             run = out / "runs" / f"{method}-seed{seed}"
             runs.append(run)
             log = run.parent / f"{run.name}.log"
