@@ -318,8 +318,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     for run in runs:
         if not (run / "metrics.jsonl").exists():
             raise ValueError(f"{run}: not a run directory (no metrics.jsonl)")
+    baseline = Path(args.baseline) if args.baseline else None
+    if baseline and not list(baseline.glob("*.jsonl")):
+        raise ValueError(f"--baseline {baseline}: no <split>.jsonl outcome files there")
     out = Path(args.out) if args.out else runs[0] / "report"
-    print(json.dumps({"report": str(make_report(runs, out, args.threshold))}))
+    print(json.dumps({"report": str(make_report(runs, out, args.threshold, baseline))}))
     return 0
 
 
@@ -468,6 +471,12 @@ def _add_report_parser(sub: Subparsers) -> None:
     rep.add_argument("runs", nargs="+", metavar="RUN_DIR")
     rep.add_argument("--out", help="default: the first run's report/ folder")
     rep.add_argument("--threshold", type=float, default=0.5, help="success rate for the cost-to-reach table")
+    rep.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="folder of <split>.jsonl outcomes (ggtrain eval --model M --out DIR) compared with the runs' final"
+        " evaluations in RUN_DIR/eval_final/",
+    )
     rep.set_defaults(func=cmd_report)
 
 

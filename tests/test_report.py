@@ -130,3 +130,39 @@ def test_bootstrap_interval_is_the_percentile_interval_of_the_resampled_mean():
 def test_report_refuses_a_non_run_directory(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def _outcomes(folder: Path, split: str, wins: list[int]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    types = ["pick_and_place_simple", "pick_and_place_simple", "look_at_obj_in_light", "look_at_obj_in_light"]
+    records = [
+        {"split": split, "game_id": i, "task_type": t, "seed": 0, "won": bool(w), "turns": 9, "invalid_actions": 0}
+        for i, (t, w) in enumerate(zip(types, wins, strict=True))
+    ]
+    (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_final_evaluations_pair_every_run_seed_with_the_baseline_and_pool_episodes_for_wilson(tmp_path, capsys):
+    from ggtrain.evaluate import wilson_interval
+
+    g0 = _run(tmp_path, "g0", "graphgpo", 0, [0.1], [0])
+    g1 = _run(tmp_path, "g1", "graphgpo", 1, [0.1], [0])
+    r0 = _run(tmp_path, "r0", "grpo", 0, [0.1], [0])
+    _outcomes(g0 / "eval_final", "valid_seen", [1, 1, 0, 0])
+    _outcomes(g1 / "eval_final", "valid_seen", [1, 1, 1, 0])
+    _outcomes(r0 / "eval_final", "valid_seen", [0, 1, 0, 1])
+    _outcomes(tmp_path / "warm_start", "valid_seen", [0, 1, 0, 0])
+    out = tmp_path / "rep"
+    args = ["report", str(g0), str(g1), str(r0), "--out", str(out), "--baseline", str(tmp_path / "warm_start")]
+    assert main(args) == 0
+    report = (out / "report.md").read_text()
+    lo, hi = wilson_interval(5, 8)
+    assert f"| valid_seen | graphgpo | 2 | 0.625 ± 0.125 | 5 / 8 | [{lo:.3f}, {hi:.3f}] |" in report
+    assert "| valid_seen | warm_start | 1 | 0.250 ± 0.000 | 1 / 4 |" in report
+    # the baseline's game 0 (lost) against both graphgpo seeds (won), game 2 against seed 1: -3 / 8
+    assert "| valid_seen | warm_start − graphgpo | 8 | -0.375 |" in report
+    assert "| valid_seen | graphgpo − grpo | 4 | +0.000 |" in report  # only run seed 0 is in both
+    assert "| warm_start | 0.000 (2) | 0.500 (2) |" in report  # look_at_obj_in_light, then pick_and_place
+    assert "| graphgpo | 0.250 (4) | 1.000 (4) |" in report
+    assert main([*args[:-1], str(tmp_path / "nothing")]) == 2
+    assert "--baseline" in (err := capsys.readouterr().err) and "no <split>.jsonl" in err

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ggtrain.report import sections
+from ggtrain.report.final import final_sections
 from ggtrain.report.loading import by_method, load_run
 
 
-def make_report(run_dirs: list[Path], out: Path, threshold: float = 0.5) -> Path:
+def make_report(run_dirs: list[Path], out: Path, threshold: float = 0.5, baseline: Path | None = None) -> Path:
     """Writes ``out/report.md`` with ``success_curves.png`` and ``graph_diagnostics.png``; returns the
-    markdown's path."""
+    markdown's path. ``baseline``: a folder of ``<split>.jsonl`` outcomes compared with the runs' final
+    evaluations (``<run>/eval_final/``)."""
     runs = [load_run(d) for d in run_dirs]
     groups = by_method(runs)
     out.mkdir(parents=True, exist_ok=True)
@@ -20,6 +22,7 @@ def make_report(run_dirs: list[Path], out: Path, threshold: float = 0.5) -> Path
         *sections.final_table(groups, threshold),
         *sections.task_types(groups),
         *sections.paired_differences(groups),
+        *final_sections(groups, baseline),
         *sections.overhead(groups),
         *sections.phase_times(groups),
         *sections.profile_traces(runs),

@@ -83,7 +83,7 @@ def final_table(groups: Groups, threshold: float) -> list[str]:
     """Final evaluation mean ± std, AUC of training success, and the mean cost to reach the threshold
     over the seeds that reach it."""
     lines = [
-        "| method | seeds | final eval success (mean ± std) | AUC of training success | iterations to threshold |"
+        "| method | seeds | last in-run eval success (mean ± std) | AUC of training success | iterations to threshold |"
         " env steps | tokens | device-hours |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -1,0 +1,131 @@
+"""The final evaluations on whole splits: ``<run>/eval_final/<split>.jsonl`` (``ggtrain eval --run RUN
+--out RUN/eval_final``) and a baseline folder of the same files (``ggtrain eval --model M --out DIR``, e.g.
+the warm start's). Success per method and split (the seeds' mean ± std and the Wilson interval of all
+their episodes), success per task type, and per-game differences against the baseline and between
+methods, paired on (game, game seed, run seed)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ggtrain.evaluate import wilson_interval
+from ggtrain.report.loading import Run
+from ggtrain.report.statistics import bootstrap_interval
+
+Outcomes = dict[str, list[dict[str, Any]]]  # split -> per-game records
+FINAL_FOLDER = "eval_final"
+
+
+def load_outcomes(folder: Path) -> Outcomes:
+    """Every ``<split>.jsonl`` in the folder (none: an empty dict)."""
+    return {
+        p.stem: [json.loads(x) for x in p.read_text().splitlines() if x.strip()] for p in sorted(folder.glob("*.jsonl"))
+    }
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A method's runs (one per seed) or the baseline (one evaluation, run seed None)."""
+
+    name: str
+    seeds: list[int | None]
+    outcomes: list[Outcomes]
+
+    def wins(self, split: str) -> dict[tuple[Any, ...], float]:
+        return {
+            (r["game_id"], r["seed"], seed): float(r["won"])
+            for seed, o in zip(self.seeds, self.outcomes, strict=True)
+            for r in o.get(split, [])
+        }
+
+
+def splits_of(entries: list[Entry]) -> list[str]:
+    return sorted({s for e in entries for o in e.outcomes for s in o})
+
+
+def success_table(entries: list[Entry]) -> list[str]:
+    lines = [
+        "\n## Final evaluation on whole splits (one seeded episode per game)\n",
+        "| split | method | seeds | success (mean ± std over seeds) | wins / episodes | Wilson 95 % |",
+        "|---|---|---|---|---|---|",
+    ]
+    for split in splits_of(entries):
+        for e in entries:
+            per_seed = [[bool(r["won"]) for r in o[split]] for o in e.outcomes if o.get(split)]
+            if not per_seed:
+                continue
+            rates = [float(np.mean(w)) for w in per_seed]
+            wins, n = sum(map(sum, per_seed)), sum(map(len, per_seed))
+            lo, hi = wilson_interval(wins, n)
+            lines.append(
+                f"| {split} | {e.name} | {len(per_seed)} | {np.mean(rates):.3f} ± {np.std(rates):.3f} |"
+                f" {wins} / {n} | [{lo:.3f}, {hi:.3f}] |"
+            )
+    return lines
+
+
+def task_type_table(entries: list[Entry]) -> list[str]:
+    lines = []
+    for split in splits_of(entries):
+        records = {e.name: [r for o in e.outcomes for r in o.get(split, [])] for e in entries}
+        types = sorted({r["task_type"] for rs in records.values() for r in rs})
+        lines += [f"\n### Success by task type, {split} (all seeds' episodes)\n"]
+        lines += ["| method | " + " | ".join(types) + " |", "|---|" + "---|" * len(types)]
+        for name, rs in records.items():
+            cells = []
+            for t in types:
+                won = [bool(r["won"]) for r in rs if r["task_type"] == t]
+                cells.append(f"{np.mean(won):.3f} ({len(won)})" if won else "–")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def paired_table(entries: list[Entry]) -> list[str]:
+    """A − B per game; a baseline (run seed None) pairs with every run seed of the other side."""
+    lines = [
+        "\n## Paired per-game differences, final evaluation (same game, game seed and run seed)\n",
+        "| split | A − B | pairs | mean difference | bootstrap 95 % |",
+        "|---|---|---|---|---|",
+    ]
+    for split in splits_of(entries):
+        for i, a in enumerate(entries):
+            for b in entries[i + 1 :]:
+                diff = _paired(a.wins(split), b.wins(split))
+                if not len(diff):
+                    continue
+                lo, hi = bootstrap_interval(diff)
+                lines.append(
+                    f"| {split} | {a.name} − {b.name} | {len(diff)} | {diff.mean():+.3f} | [{lo:+.3f}, {hi:+.3f}] |"
+                )
+    return lines
+
+
+def _paired(a: dict[tuple[Any, ...], float], b: dict[tuple[Any, ...], float]) -> np.ndarray:
+    a, b = _expand(a, b), _expand(b, a)
+    return np.asarray([a[k] - b[k] for k in sorted(set(a) & set(b), key=str)])
+
+
+def _expand(side: dict[tuple[Any, ...], float], other: dict[tuple[Any, ...], float]) -> dict[tuple[Any, ...], float]:
+    """A baseline's outcomes (run seed None), repeated for each run seed of the other side."""
+    if any(run_seed is not None for _, _, run_seed in side):
+        return side
+    seeds = {run_seed for _, _, run_seed in other}
+    return {(game, seed, r): won for (game, seed, _), won in side.items() for r in seeds}
+
+
+def final_sections(groups: dict[str, list[Run]], baseline: Path | None) -> list[str]:
+    """The three tables, over the baseline (first) and every method's runs that have final evaluations."""
+    entries = [Entry(baseline.name, [None], [load_outcomes(baseline)])] if baseline else []
+    for method, runs in sorted(groups.items()):
+        runs = sorted(runs, key=lambda run: run.seed)
+        finals = [load_outcomes(run.dir / FINAL_FOLDER) for run in runs]
+        if any(finals):
+            entries.append(Entry(method, [run.seed for run in runs], finals))
+    if not splits_of(entries):
+        return []
+    return [*success_table(entries), *task_type_table(entries), *paired_table(entries)]
