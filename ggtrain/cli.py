@@ -253,12 +253,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_eval_args(args)
     config = _run_config(args) if args.run else _resolve(args)
     check_values(config)
+    if args.out:
+        _check_evaluation_folder(Path(args.out), config)
     games = evaluation_games(config, args.split, args.games)
     if args.run:
         from ggtrain.checkpoint import CheckpointStore
         from ggtrain.update_loop import Updater
 
-        lm = load_pretrained(_model_dir(config.model.path, "the run's ModelSpec.path"))
+        model_dir = _model_dir(config.model.path, "the run's ModelSpec.path")
+        lm = load_pretrained(model_dir)
         updater = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
         store = CheckpointStore(Path(args.run) / "checkpoints", config.checkpoint)
         try:
@@ -269,7 +272,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ConfigError(f"--run {args.run}: no checkpoint to evaluate")
         params, step = restored[1].params, int(restored[2].get("iteration", restored[0]))
     else:
-        lm = load_pretrained(_model_dir(args.model, "--model"))
+        model_dir = _model_dir(args.model, "--model")
+        lm = load_pretrained(model_dir)
         params, step = lm.params, 0
     with EnvPool(config.rollout.env, config.rollout.workers) as pool:
         summary, records = evaluate(
@@ -282,8 +286,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
         folder = Path(args.run) / "eval" if args.run else Path("eval_outcomes")
         path = folder / f"{args.split}-step{step}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     write_outcomes(records, path)
+    if args.out:
+        _record_evaluation(args, config, model_dir, [g.game for g in games], step, summary)
     print(json.dumps(summary))
     return 0
+
+
+def _check_evaluation_folder(folder: Path, config: Any) -> None:
+    """One evaluation folder holds evaluations under one configuration (its ``config.json``)."""
+    from ggtrain.config import ConfigError, config_to_dict
+
+    stored = folder / "config.json"
+    if stored.exists() and json.loads(stored.read_text()) != json.loads(json.dumps(config_to_dict(config))):
+        raise ConfigError(f"--out {folder}: its config.json holds another configuration; evaluate into a new folder")
+
+
+def _record_evaluation(
+    args: argparse.Namespace, config: Any, model_dir: Path, games: list[str], step: int, summary: dict[str, Any]
+) -> None:
+    """``--out``: the configuration of record and the manifest beside the outcomes."""
+    from ggtrain.config import config_to_dict, write_resolved_config
+    from ggtrain.manifest import game_list_hash, model_hashes, record_evaluation
+    from ggtrain.seeds import RunSeeds
+
+    folder = Path(args.out)
+    if not (folder / "config.json").exists():
+        write_resolved_config(config, folder)
+    seeds = {"evaluation": RunSeeds(config.seed).manifest()["evaluation"] | {"seeds": args.seeds}}
+    record_evaluation(
+        folder,
+        config_to_dict(config),
+        seeds,
+        split=args.split,
+        games=len(games),
+        game_list=game_list_hash(games),
+        model_files={"path": str(model_dir), "sha256": model_hashes(model_dir)},
+        checkpoint_of=args.run,
+        step=step,
+        success_rate=summary["success_rate"],
+    )
 
 
 EVAL_BINDINGS = ("EvalConfig.", "RolloutConfig.workers", "RolloutConfig.step_timeout_s")

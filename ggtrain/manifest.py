@@ -117,3 +117,12 @@ class Manifest:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
         tmp.replace(self.path)
+
+
+def record_evaluation(folder: Path, config: dict[str, Any], seeds: dict[str, Any], **details: Any) -> None:
+    """An evaluation folder's ``manifest.json`` (``ggtrain eval --out``): created by the folder's first
+    evaluation, then one ``evaluation`` event per evaluation written there."""
+    path = folder / "manifest.json"
+    manifest = Manifest(path, json.loads(path.read_text())) if path.exists() else Manifest.open(folder, config, seeds)
+    manifest.event("evaluation", command=sys.argv, **details)
+    manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))

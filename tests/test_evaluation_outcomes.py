@@ -23,3 +23,29 @@ def test_an_evaluation_where_nothing_completed_is_an_error():
     records = [outcome_record(g, 0, None) for g in _games(4)]
     with pytest.raises(RuntimeError, match="none of the 4 episodes completed"):
         require_completed(records)
+
+
+def test_an_evaluation_folder_keeps_one_config_and_a_manifest_event_per_evaluation(tmp_path, capsys):
+    import json
+
+    from ggtrain.cli import main
+
+    out = tmp_path / "warm_start"
+    ring = ["eval", "--model", "tiny-ring", "--config", "graphgpo", "--config", "builtin_ring", "--games", "2"]
+    ring += ["--set", "EvalConfig.max_turns=2", "--out", str(out)]
+    assert main([*ring, "--split", "valid_seen"]) == 0
+    assert main([*ring, "--split", "valid_unseen"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    events = [e for e in manifest["events"] if e["kind"] == "evaluation"]
+    assert [(e["split"], e["games"], e["step"]) for e in events] == [("valid_seen", 2, 0), ("valid_unseen", 2, 0)]
+    assert events[0]["model_files"]["sha256"]["config.json"] and len(events[0]["game_list"]) == 64
+    assert manifest["git"]["commit"] and manifest["packages"]["jax"] and manifest["ended"]
+    assert manifest["seeds"]["evaluation"]["seeds"] == [0]
+    assert json.loads((out / "config.json").read_text())["eval"]["max_turns"] == 2
+    assert len((out / "valid_unseen.jsonl").read_text().splitlines()) == 2
+    capsys.readouterr()
+    # another configuration into the same folder is refused before anything is written
+    assert main([*ring, "--split", "train", "--set", "EvalConfig.max_turns=3"]) == 2
+    assert "holds another configuration" in capsys.readouterr().err
+    assert not (out / "train.jsonl").exists()
+    assert json.loads((out / "manifest.json").read_text())["events"] == manifest["events"]
