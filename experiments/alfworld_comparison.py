@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             timings[run.name] = round(time.perf_counter() - started, 1)
             print(f"{run.name}: {timings[run.name]} s", file=sys.stderr)
     report = [sys.executable, "-m", "ggtrain.cli", "report", *map(str, runs), "--out", str(out / "report")]
-    code = subprocess.run([*report, "--threshold", str(args.threshold)], cwd=ROOT, env=env).returncode
+    report += ["--threshold", str(args.threshold), "--baseline", str(warm)]
+    code = subprocess.run(report, cwd=ROOT, env=env).returncode
     print(json.dumps({"runs": len(runs), "seconds": timings, "report": str(out / "report")}))
     return code
 
