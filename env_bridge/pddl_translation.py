@@ -6,8 +6,8 @@ plainly, for stepping, and optimized, only to feed ``replan`` (asked for by ``po
 walkthrough the game file lacks; this bridge asks for neither: walkthroughs come from the game files).
 The translation is deterministic, and ``PddlState`` only reads the task it returns, so:
 - the plain translation is memoized per (domain, problem) in this process;
-- the optimized one answers with the plain one (a valid SAS task of the same game: ``replan`` still
-  works, it searches the unpruned task).
+- the optimized one answers with the plain one (a valid SAS task of the same game, so ``replan`` would
+  search the unpruned task, perhaps more slowly; no test here exercises ``replan``).
 A reset of a new game then translates once instead of four times; a reset of a game this process has
 seen (the rollouts of one group) translates nothing.
 """

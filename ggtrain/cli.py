@@ -251,7 +251,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from models import load_pretrained
 
     _check_eval_args(args)
-    config = _run_config(args) if args.run else _resolve(args)
+    config = _evaluated_config(args, _run_config(args) if args.run else _resolve(args))
     check_values(config)
     if args.out:
         _check_evaluation_folder(Path(args.out), config)
@@ -276,9 +276,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         lm = load_pretrained(model_dir)
         params, step = lm.params, 0
     with EnvPool(config.rollout.env, config.rollout.workers) as pool:
-        summary, records = evaluate(
-            config, lm.config, params, lm.tokenizer, games, args.seeds, pool, temperature=args.temperature
-        )
+        summary, records = evaluate(config, lm.config, params, lm.tokenizer, games, args.seeds, pool)
     records = [r | {"split": args.split, "step": step} for r in records]
     if args.out:
         path = Path(args.out) / f"{args.split}.jsonl"
@@ -290,6 +288,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         _record_evaluation(args, config, model_dir, [g.game for g in games], step, summary)
     print(json.dumps(summary))
     return 0
+
+
+def _evaluated_config(args: argparse.Namespace, config: Any) -> Any:
+    """The configuration as evaluated: ``--model`` is the model, ``--temperature`` the evaluation's."""
+    import dataclasses
+
+    if args.model:
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, path=args.model))
+    if args.temperature is not None:
+        config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, temperature=args.temperature))
+    return config
 
 
 def _check_evaluation_folder(folder: Path, config: Any) -> None:
@@ -322,6 +331,8 @@ def _record_evaluation(
         game_list=game_list_hash(games),
         model_files={"path": str(model_dir), "sha256": model_hashes(model_dir)},
         checkpoint_of=args.run,
+        evaluation_seeds=args.seeds,
+        temperature=config.eval.temperature,
         step=step,
         success_rate=summary["success_rate"],
     )
@@ -354,14 +365,15 @@ def _run_config(args: argparse.Namespace) -> Any:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ggtrain.report import make_report
+    from ggtrain.report.final import load_outcomes
 
     runs = [Path(r) for r in args.runs]
     for run in runs:
         if not (run / "metrics.jsonl").exists():
             raise ValueError(f"{run}: not a run directory (no metrics.jsonl)")
     baseline = Path(args.baseline) if args.baseline else None
-    if baseline and not list(baseline.glob("*.jsonl")):
-        raise ValueError(f"--baseline {baseline}: no <split>.jsonl outcome files there")
+    if baseline and not load_outcomes(baseline):
+        raise ValueError(f"--baseline {baseline}: no <split>.jsonl outcome records there")
     out = Path(args.out) if args.out else runs[0] / "report"
     print(json.dumps({"report": str(make_report(runs, out, args.threshold, baseline))}))
     return 0

@@ -41,11 +41,15 @@ def test_an_evaluation_folder_keeps_one_config_and_a_manifest_event_per_evaluati
     assert events[0]["model_files"]["sha256"]["config.json"] and len(events[0]["game_list"]) == 64
     assert manifest["git"]["commit"] and manifest["packages"]["jax"] and manifest["ended"]
     assert manifest["seeds"]["evaluation"]["seeds"] == [0]
-    assert json.loads((out / "config.json").read_text())["eval"]["max_turns"] == 2
+    stored = json.loads((out / "config.json").read_text())
+    assert stored["eval"]["max_turns"] == 2 and stored["model"]["path"] == "tiny-ring"  # --model, not the gin's
+    assert events[1]["evaluation_seeds"] == [0] and events[1]["temperature"] == stored["eval"]["temperature"]
     assert len((out / "valid_unseen.jsonl").read_text().splitlines()) == 2
     capsys.readouterr()
     # another configuration into the same folder is refused before anything is written
     assert main([*ring, "--split", "train", "--set", "EvalConfig.max_turns=3"]) == 2
     assert "holds another configuration" in capsys.readouterr().err
     assert not (out / "train.jsonl").exists()
+    assert main([*ring, "--split", "train", "--temperature", "0.7"]) == 2  # another temperature, too
+    assert main([*ring, "--split", "train", "--model", "tiny-random"]) == 2  # another model
     assert json.loads((out / "manifest.json").read_text())["events"] == manifest["events"]

@@ -127,6 +127,21 @@ def test_bootstrap_interval_is_the_percentile_interval_of_the_resampled_mean():
     assert all(np.isnan(bootstrap_interval(np.zeros(0))))
 
 
+def test_the_cluster_bootstrap_resamples_whole_clusters():
+    from ggtrain.report.statistics import cluster_bootstrap_interval
+
+    per_game = np.asarray([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0])
+    # each game's value three times (three run seeds agreeing): the interval of the seven games' values,
+    # not of 21 independent values (which would be narrower)
+    repeated = np.repeat(per_game, 3)
+    games = [g for g in range(7) for _ in range(3)]
+    assert cluster_bootstrap_interval(repeated, games) == bootstrap_interval(per_game)
+    lo, hi = bootstrap_interval(repeated)
+    assert hi - lo < np.subtract(*cluster_bootstrap_interval(repeated, games)[::-1])
+    # one value per cluster: the plain bootstrap
+    assert cluster_bootstrap_interval(per_game, list(range(7))) == bootstrap_interval(per_game)
+
+
 def test_report_refuses_a_non_run_directory(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "not a run directory" in capsys.readouterr().err
@@ -159,8 +174,8 @@ def test_final_evaluations_pair_every_run_seed_with_the_baseline_and_pool_episod
     lo, hi = wilson_interval(5, 8)
     assert f"| valid_seen | graphgpo | 2 | 0.625 ± 0.125 | 5 / 8 | [{lo:.3f}, {hi:.3f}] |" in report
     assert "| valid_seen | warm_start | 1 | 0.250 ± 0.000 | 1 / 4 |" in report
-    # the baseline's game 0 (lost) against both graphgpo seeds (won), game 2 against seed 1: -3 / 8
-    assert "| valid_seen | warm_start − graphgpo | 8 | -0.375 |" in report
+    # both graphgpo seeds won game 0 (the baseline lost it), seed 1 also game 2: +3 / 8
+    assert "| valid_seen | graphgpo − warm_start | 8 | +0.375 |" in report
     assert "| valid_seen | graphgpo − grpo | 4 | +0.000 |" in report  # only run seed 0 is in both
     assert "| warm_start | 0.000 (2) | 0.500 (2) |" in report  # look_at_obj_in_light, then pick_and_place
     assert "| graphgpo | 0.250 (4) | 1.000 (4) |" in report

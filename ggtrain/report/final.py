@@ -15,17 +15,16 @@ import numpy as np
 
 from ggtrain.evaluate import wilson_interval
 from ggtrain.report.loading import Run
-from ggtrain.report.statistics import bootstrap_interval
+from ggtrain.report.statistics import cluster_bootstrap_interval
 
 Outcomes = dict[str, list[dict[str, Any]]]  # split -> per-game records
 FINAL_FOLDER = "eval_final"
 
 
 def load_outcomes(folder: Path) -> Outcomes:
-    """Every ``<split>.jsonl`` in the folder (none: an empty dict)."""
-    return {
-        p.stem: [json.loads(x) for x in p.read_text().splitlines() if x.strip()] for p in sorted(folder.glob("*.jsonl"))
-    }
+    """Every ``<split>.jsonl`` in the folder that holds records (none: an empty dict)."""
+    files = {p.stem: [json.loads(x) for x in p.read_text().splitlines() if x.strip()] for p in folder.glob("*.jsonl")}
+    return {split: records for split, records in sorted(files.items()) if records}
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ def splits_of(entries: list[Entry]) -> list[str]:
 def success_table(entries: list[Entry]) -> list[str]:
     lines = [
         "\n## Final evaluation on whole splits (one seeded episode per game)\n",
-        "| split | method | seeds | success (mean ± std over seeds) | wins / episodes | Wilson 95 % |",
+        "| split | method | seeds | success (mean ± std over seeds) | wins / episodes | Wilson 95 % of the episodes |",
         "|---|---|---|---|---|---|",
     ]
     for split in splits_of(entries):
@@ -86,28 +85,31 @@ def task_type_table(entries: list[Entry]) -> list[str]:
 
 
 def paired_table(entries: list[Entry]) -> list[str]:
-    """A − B per game; a baseline (run seed None) pairs with every run seed of the other side."""
+    """A − B per game, A before B in ``entries``; a baseline (run seed None) pairs with every run seed of
+    the other side. The interval resamples games: a game's pairs over the run seeds share its difficulty
+    (and, against a baseline, its one baseline outcome)."""
     lines = [
         "\n## Paired per-game differences, final evaluation (same game, game seed and run seed)\n",
-        "| split | A − B | pairs | mean difference | bootstrap 95 % |",
+        "| split | A − B | pairs | mean difference | bootstrap 95 % (resampling games) |",
         "|---|---|---|---|---|",
     ]
     for split in splits_of(entries):
         for i, a in enumerate(entries):
             for b in entries[i + 1 :]:
-                diff = _paired(a.wins(split), b.wins(split))
+                keys, diff = _paired(a.wins(split), b.wins(split))
                 if not len(diff):
                     continue
-                lo, hi = bootstrap_interval(diff)
+                lo, hi = cluster_bootstrap_interval(diff, [k[:2] for k in keys])
                 lines.append(
                     f"| {split} | {a.name} − {b.name} | {len(diff)} | {diff.mean():+.3f} | [{lo:+.3f}, {hi:+.3f}] |"
                 )
     return lines
 
 
-def _paired(a: dict[tuple[Any, ...], float], b: dict[tuple[Any, ...], float]) -> np.ndarray:
+def _paired(a: dict[tuple[Any, ...], float], b: dict[tuple[Any, ...], float]) -> tuple[list[Any], np.ndarray]:
     a, b = _expand(a, b), _expand(b, a)
-    return np.asarray([a[k] - b[k] for k in sorted(set(a) & set(b), key=str)])
+    keys = sorted(set(a) & set(b), key=str)
+    return keys, np.asarray([a[k] - b[k] for k in keys])
 
 
 def _expand(side: dict[tuple[Any, ...], float], other: dict[tuple[Any, ...], float]) -> dict[tuple[Any, ...], float]:
@@ -119,13 +121,16 @@ def _expand(side: dict[tuple[Any, ...], float], other: dict[tuple[Any, ...], flo
 
 
 def final_sections(groups: dict[str, list[Run]], baseline: Path | None) -> list[str]:
-    """The three tables, over the baseline (first) and every method's runs that have final evaluations."""
-    entries = [Entry(baseline.name, [None], [load_outcomes(baseline)])] if baseline else []
+    """The three tables, over every method's runs that have final evaluations and the baseline (last, so
+    its differences read method − baseline)."""
+    entries = []
     for method, runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda run: run.seed)
         finals = [load_outcomes(run.dir / FINAL_FOLDER) for run in runs]
         if any(finals):
             entries.append(Entry(method, [run.seed for run in runs], finals))
+    if baseline:
+        entries.append(Entry(baseline.resolve().name, [None], [load_outcomes(baseline)]))
     if not splits_of(entries):
         return []
     return [*success_table(entries), *task_type_table(entries), *paired_table(entries)]

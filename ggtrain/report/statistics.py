@@ -18,6 +18,23 @@ def bootstrap_interval(values: np.ndarray, rounds: int = 2000, seed: int = 0) ->
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def cluster_bootstrap_interval(
+    values: np.ndarray, clusters: list[object], rounds: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the mean, resampling whole clusters (e.g. the games, whose
+    outcomes are paired over several run seeds and so not independent); each resample's mean is over all
+    the values of the clusters drawn. With one value per cluster it is ``bootstrap_interval``."""
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    keys = sorted(set(clusters), key=str)
+    index = {k: i for i, k in enumerate(keys)}
+    ids = np.asarray([index[c] for c in clusters])
+    sums, counts = np.bincount(ids, weights=values), np.bincount(ids)
+    draws = np.random.default_rng(seed).choice(len(keys), size=(rounds, len(keys)), replace=True)
+    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
 def success_auc(run: Run) -> float:
     """Area under the training success curve, per iteration (its mean over the logged iterations)."""
     return float(np.nanmean(run.series(TRAIN_SUCCESS)[1]))
