@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.builtin_comparison import finished  # noqa: E402
+from experiments.builtin_comparison import StrayRunFolder, finished, run_dir_flags  # noqa: E402
 
 METHODS = ("grpo", "gigpo", "graphgpo", "graph_only", "ggpo")
 SEEDS = (0, 1, 2)
@@ -34,7 +34,7 @@ def train_command(method: str, seed: int, run: Path, iterations: int | None, set
     cmd += ["--set", f"TrainConfig.seed={seed}", *[x for b in sets for x in ("--set", b)]]
     if iterations is not None:
         cmd += ["--set", f"TrainConfig.iterations={iterations}"]
-    return cmd + (["--resume", str(run)] if (run / "checkpoints").exists() else ["--run-dir", str(run)])
+    return cmd + run_dir_flags(run)
 
 
 def eval_command(source: list[str], split: str, games: int, out: Path, sets: list[str]) -> list[str]:
@@ -106,4 +106,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except StrayRunFolder as stray:
+        print(f"{Path(__file__).name}: {stray}", file=sys.stderr)
+        sys.exit(2)

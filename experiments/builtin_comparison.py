@@ -36,12 +36,36 @@ def finished(run: Path) -> bool:
     return bool(steps) and max(steps) >= iterations
 
 
+class StrayRunFolder(ValueError):
+    """A run folder with checkpoints but no config.json: not a run the trainer started (for example a
+    folder deleted while its trainer was still writing its last checkpoint)."""
+
+
+def has_checkpoint(run: Path) -> bool:
+    """A finished orbax step folder (``checkpoints/<step>``; unfinished saves carry a tmp suffix)."""
+    folder = run / "checkpoints"
+    return folder.is_dir() and any(p.is_dir() and p.name.isdecimal() for p in folder.iterdir())
+
+
+def run_dir_flags(run: Path) -> list[str]:
+    """``--resume`` for a run the trainer started (config.json is written before any checkpoint) that has a
+    checkpoint; ``--run-dir`` for a new one. A run stopped before its first checkpoint is moved aside to
+    ``<run>.unfinished-<time>`` (kept, and its metrics not appended to); a stray folder is refused."""
+    if (run / "config.json").exists():
+        if has_checkpoint(run):
+            return ["--resume", str(run)]
+        run.rename(run.with_name(f"{run.name}.unfinished-{time.strftime('%Y%m%d-%H%M%S')}"))
+    elif (run / "checkpoints").exists():
+        raise StrayRunFolder(f"{run}: checkpoints/ without config.json, not a run this script started; remove it")
+    return ["--run-dir", str(run)]
+
+
 def train_command(method: str, seed: int, run: Path, iterations: int | None, sets: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", method, "--config", "builtin_ring"]
     cmd += ["--set", f"TrainConfig.seed={seed}", *[x for b in sets for x in ("--set", b)]]
     if iterations is not None:
         cmd += ["--set", f"TrainConfig.iterations={iterations}"]
-    return cmd + (["--resume", str(run)] if (run / "checkpoints").exists() else ["--run-dir", str(run)])
+    return cmd + run_dir_flags(run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,4 +124,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except StrayRunFolder as stray:
+        print(f"{Path(__file__).name}: {stray}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,38 @@
+"""The comparison scripts decide between a new run and ``--resume`` by what the trainer wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from experiments.builtin_comparison import StrayRunFolder, run_dir_flags
+
+
+def test_a_missing_run_starts_new(tmp_path: Path) -> None:
+    assert run_dir_flags(tmp_path / "grpo-seed0") == ["--run-dir", str(tmp_path / "grpo-seed0")]
+
+
+def test_a_run_with_a_finished_checkpoint_resumes(tmp_path: Path) -> None:
+    run = tmp_path / "grpo-seed0"
+    (run / "checkpoints" / "3").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    assert run_dir_flags(run) == ["--resume", str(run)]
+
+
+def test_a_run_stopped_before_its_first_checkpoint_is_moved_aside_and_started_again(tmp_path: Path) -> None:
+    run = tmp_path / "grpo-seed0"
+    (run / "checkpoints" / "1.orbax-checkpoint-tmp-17").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    (run / "metrics.jsonl").write_text('{"step": 0}\n')
+    assert run_dir_flags(run) == ["--run-dir", str(run)]
+    assert not run.exists()
+    (aside,) = tmp_path.glob("grpo-seed0.unfinished-*")
+    assert (aside / "metrics.jsonl").read_text() == '{"step": 0}\n'
+
+
+def test_checkpoints_without_config_are_refused_naming_the_folder(tmp_path: Path) -> None:
+    run = tmp_path / "gigpo-seed0"
+    (run / "checkpoints" / "2").mkdir(parents=True)
+    with pytest.raises(StrayRunFolder, match=r"gigpo-seed0: checkpoints/ without config\.json"):
+        run_dir_flags(run)
