@@ -43,9 +43,10 @@ class AlfworldEnv:
         import textworld.gym
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 
-        from env_bridge import pddl_translation
+        from env_bridge import pddl_translation, textworld_textgen
 
         pddl_translation.install()
+        textworld_textgen.install()
         if game != self._game or self._env is None:
             self.close()
             infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
