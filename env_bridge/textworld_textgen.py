@@ -63,4 +63,4 @@ def _memoize_parses(module: ModuleType) -> None:
 
     parse_and_convert.memoized_by_ggtrain = True  # type: ignore[attr-defined]
     parse_and_convert.original = original  # type: ignore[attr-defined]
-    module._parse_and_convert = parse_and_convert
+    module._parse_and_convert = parse_and_convert  # type: ignore[attr-defined]
