@@ -581,9 +581,16 @@ def build_parser() -> argparse.ArgumentParser:
 INPUT_COMMANDS = ("advantages", "model", "env", "report")
 
 
+COMPILING_COMMANDS = ("train", "sft", "eval")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in COMPILING_COMMANDS:
+            from ggtrain.compilation_cache import enable
+
+            enable()
         return int(args.func(args))
     except KeyboardInterrupt:  # Ctrl-C before a run took the signals over (or outside one)
         print(f"ggtrain {args.command}: interrupted", file=sys.stderr)
