@@ -36,6 +36,17 @@ def install() -> None:
         textgen.copy_context = shallow_copy_context
 
 
+def shipped_functions() -> dict[tuple[ModuleType, str], Any]:
+    """TextWorld as shipped: each (module, attribute) that ``install`` replaces, with the function it
+    replaced (installs first), for comparing the two."""
+    from textworld import logic
+    from textworld.envs.pddl import textgen
+
+    install()
+    names = [(textgen, "_parse_and_convert"), (logic, "_parse_and_convert"), (textgen, "copy_context")]
+    return {(module, name): getattr(module, name).original for module, name in names}
+
+
 def shallow_copy_context(context: dict[str, Any]) -> dict[str, Any]:
     return {
         "state": context["state"],

@@ -18,7 +18,7 @@ EXPRESSION = re.compile(r"\{([^{}\"\n]*)\}")  # the grammar's {expression} and {
 READ_ONLY = (ast.Expression, ast.Name, ast.Attribute, ast.Load, ast.BinOp, ast.Add, ast.BoolOp, ast.Or, ast.Constant)
 
 
-def _play(paths: list[str], seed: int) -> list[tuple[Any, ...]]:
+def _play(paths: list[tuple[str, list[str]]], seed: int) -> list[tuple[Any, ...]]:
     """Each game's walkthrough with an invalid command inserted, then 12 random admissible commands."""
     seen: list[tuple[Any, ...]] = []
     rng = random.Random(seed)
@@ -38,17 +38,11 @@ def _play(paths: list[str], seed: int) -> list[tuple[Any, ...]]:
 
 
 def test_games_play_as_textworld_as_shipped_with_parses_memoized_and_contexts_copied_shallowly(monkeypatch):
-    from textworld import logic
     from textworld.envs.pddl import textgen
 
     from env_bridge import textworld_textgen
 
-    textworld_textgen.install()
-    shipped = {
-        (textgen, "_parse_and_convert"): textgen._parse_and_convert.original,
-        (logic, "_parse_and_convert"): logic._parse_and_convert.original,
-        (textgen, "copy_context"): textgen.copy_context.original,
-    }
+    shipped = textworld_textgen.shipped_functions()
     faster = {key: getattr(*key) for key in shipped}
     games = discover_games("valid_seen")
     by_type = {g.task_type: g for g in reversed(games)}  # one game of each of the six task types

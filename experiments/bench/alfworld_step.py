@@ -55,13 +55,8 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.games, args.steps, args.rounds) < 1:
         parser.error(f"--games {args.games} --steps {args.steps} --rounds {args.rounds}: each must be >= 1")
-    from textworld import logic
-    from textworld.envs.pddl import textgen
-
     install = textworld_textgen.install
-    install()
-    names = [(textgen, "_parse_and_convert"), (logic, "_parse_and_convert"), (textgen, "copy_context")]
-    shipped = {key: getattr(*key).original for key in names}
+    shipped = textworld_textgen.shipped_functions()
     textworld_textgen.install = lambda: None  # AlfworldEnv.reset keeps what this bench sets
     games = discover_games("valid_seen")
     paths = [str(g.path) for g in games[6 : 6 * (args.games + 1) : 6]]
