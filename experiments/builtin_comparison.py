@@ -50,11 +50,16 @@ def has_checkpoint(run: Path) -> bool:
 def run_dir_flags(run: Path) -> list[str]:
     """``--resume`` for a run the trainer started (config.json is written before any checkpoint) that has a
     checkpoint; ``--run-dir`` for a new one. A run stopped before its first checkpoint is moved aside to
-    ``<run>.unfinished-<time>`` (kept, and its metrics not appended to); a stray folder is refused."""
+    ``<run>.unfinished-<time>`` with its log ``<run>.log`` (kept, and neither appended to); a stray folder is
+    refused."""
     if (run / "config.json").exists():
         if has_checkpoint(run):
             return ["--resume", str(run)]
-        run.rename(run.with_name(f"{run.name}.unfinished-{time.strftime('%Y%m%d-%H%M%S')}"))
+        aside = run.with_name(f"{run.name}.unfinished-{time.strftime('%Y%m%d-%H%M%S')}")
+        run.rename(aside)
+        log = run.with_name(f"{run.name}.log")
+        if log.exists():
+            log.rename(aside.with_name(f"{aside.name}.log"))
     elif (run / "checkpoints").exists():
         raise StrayRunFolder(f"{run}: checkpoints/ without config.json, not a run this script started; remove it")
     return ["--run-dir", str(run)]
@@ -89,14 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             run.parent.mkdir(parents=True, exist_ok=True)
             started = time.perf_counter()
+            command = train_command(method, seed, run, args.iterations, args.set)  # may move the old log aside
             with (run.parent / f"{run.name}.log").open("a") as log:
-                code = subprocess.run(
-                    train_command(method, seed, run, args.iterations, args.set),
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=log,
-                ).returncode
+                code = subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=log).returncode
             if code != 0:
                 print(
                     f"{run.name}: ggtrain train exited {code}; see {run.parent / (run.name + '.log')}", file=sys.stderr

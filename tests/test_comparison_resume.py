@@ -25,10 +25,12 @@ def test_a_run_stopped_before_its_first_checkpoint_is_moved_aside_and_started_ag
     (run / "checkpoints" / "1.orbax-checkpoint-tmp-17").mkdir(parents=True)
     (run / "config.json").write_text("{}")
     (run / "metrics.jsonl").write_text('{"step": 0}\n')
+    (tmp_path / "grpo-seed0.log").write_text("$ ggtrain train\n")
     assert run_dir_flags(run) == ["--run-dir", str(run)]
-    assert not run.exists()
-    (aside,) = tmp_path.glob("grpo-seed0.unfinished-*")
+    assert not run.exists() and not (tmp_path / "grpo-seed0.log").exists()
+    (aside,) = (p for p in tmp_path.glob("grpo-seed0.unfinished-*") if p.is_dir())
     assert (aside / "metrics.jsonl").read_text() == '{"step": 0}\n'
+    assert aside.with_name(f"{aside.name}.log").read_text() == "$ ggtrain train\n"
 
 
 def test_checkpoints_without_config_are_refused_naming_the_folder(tmp_path: Path) -> None:
