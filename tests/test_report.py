@@ -62,6 +62,7 @@ def _run(
             "task_type": "pick_and_place_simple",
             "turns": 5,
             "invalid_actions": 0,
+            "split": "valid_seen",
         }
         for i, w in enumerate(wins)
     ]
@@ -78,7 +79,8 @@ def test_threshold_costs_and_report(tmp_path, capsys):
     assert main(["report", str(a), str(b), "--out", str(tmp_path / "rep"), "--threshold", "0.5"]) == 0
     report = (tmp_path / "rep" / "report.md").read_text()
     assert "| graphgpo | 1 | 0.750 ± 0.000 | 0.475 | 3 (1/1 reached) |" in report
-    assert "| graphgpo − grpo | 4 | +0.500 |" in report
+    assert "| valid_seen | graphgpo − grpo | 4 | +0.500 |" in report  # the last evaluation during training
+    assert "| graphgpo | 0.750 (4) |" in report and "| grpo | 0.250 (4) |" in report  # its task type
     assert "| grpo | 5.000 |" in report  # advantage ms 3, 4, 5, 6: the first (compile) is left out
     # the curves are drawn: each method's line colour (graphgpo C0, grpo C1, in sorted order) in each panel
     curves = png_pixels(tmp_path / "rep" / "success_curves.png", (4 * 120, 11 * 120))

@@ -12,6 +12,8 @@ the threshold sums those totals over the iterations up to the first that reaches
 - ``loading``: ``Run`` and ``load_run`` (a run directory's config, manifest, metrics, last outcomes)
 - ``statistics``: ``bootstrap_interval``, ``success_auc``, ``to_threshold``
 - ``sections``: one function per section of ``report.md``, each returning its markdown lines
+- ``final``: the tables over evaluation outcomes (success, task types, paired per-game differences), for
+  the final evaluations on whole splits and the last evaluation during training
 - ``make``: ``make_report``, the sections in order
 """
 

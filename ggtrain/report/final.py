@@ -68,12 +68,12 @@ def success_table(entries: list[Entry]) -> list[str]:
     return lines
 
 
-def task_type_table(entries: list[Entry]) -> list[str]:
+def task_type_table(entries: list[Entry], which: str = "final evaluation") -> list[str]:
     lines = []
     for split in splits_of(entries):
         records = {e.name: [r for o in e.outcomes for r in o.get(split, [])] for e in entries}
         types = sorted({r["task_type"] for rs in records.values() for r in rs})
-        lines += [f"\n### Success by task type, {split} (all seeds' episodes)\n"]
+        lines += [f"\n### Success by task type, {split}, {which} (all seeds' episodes)\n"]
         lines += ["| method | " + " | ".join(types) + " |", "|---|" + "---|" * len(types)]
         for name, rs in records.items():
             cells = []
@@ -84,15 +84,16 @@ def task_type_table(entries: list[Entry]) -> list[str]:
     return lines
 
 
-def paired_table(entries: list[Entry]) -> list[str]:
+def paired_table(entries: list[Entry], which: str = "final evaluation") -> list[str]:
     """A − B per game, A before B in ``entries``; a baseline (run seed None) pairs with every run seed of
     the other side. The interval resamples games: a game's pairs over the run seeds share its difficulty
-    (and, against a baseline, its one baseline outcome)."""
+    (and, against a baseline, its one baseline outcome). Nothing when no two entries share a game."""
     lines = [
-        "\n## Paired per-game differences, final evaluation (same game, game seed and run seed)\n",
+        f"\n## Paired per-game differences, {which} (same game, game seed and run seed)\n",
         "| split | A − B | pairs | mean difference | bootstrap 95 % (resampling games) |",
         "|---|---|---|---|---|",
     ]
+    header = len(lines)
     for split in splits_of(entries):
         for i, a in enumerate(entries):
             for b in entries[i + 1 :]:
@@ -103,7 +104,7 @@ def paired_table(entries: list[Entry]) -> list[str]:
                 lines.append(
                     f"| {split} | {a.name} − {b.name} | {len(diff)} | {diff.mean():+.3f} | [{lo:+.3f}, {hi:+.3f}] |"
                 )
-    return lines
+    return lines if len(lines) > header else []
 
 
 def _paired(a: dict[tuple[Any, ...], float], b: dict[tuple[Any, ...], float]) -> tuple[list[Any], np.ndarray]:
@@ -118,6 +119,22 @@ def _expand(side: dict[tuple[Any, ...], float], other: dict[tuple[Any, ...], flo
         return side
     seeds = {run_seed for _, _, run_seed in other}
     return {(game, seed, r): won for (game, seed, _), won in side.items() for r in seeds}
+
+
+def last_evaluation_sections(groups: dict[str, list[Run]]) -> list[str]:
+    """Success per task type and paired per-game differences in each run's last evaluation during
+    training (``<run>/eval/iteration_*.jsonl``), by the outcomes' own split."""
+    entries = []
+    for method, runs in sorted(groups.items()):
+        runs = sorted(runs, key=lambda run: run.seed)
+        outcomes: list[Outcomes] = [{} for _ in runs]
+        for by_split, run in zip(outcomes, runs, strict=True):
+            for r in run.outcomes:
+                by_split.setdefault(r["split"], []).append(r)
+        if any(outcomes):
+            entries.append(Entry(method, [run.seed for run in runs], outcomes))
+    which = "last evaluation during training"
+    return [*task_type_table(entries, which), *paired_table(entries, which)]
 
 
 def final_sections(groups: dict[str, list[Run]], baseline: Path | None) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ggtrain.report import sections
-from ggtrain.report.final import final_sections
+from ggtrain.report.final import final_sections, last_evaluation_sections
 from ggtrain.report.loading import by_method, load_run
 
 
@@ -20,8 +20,7 @@ def make_report(run_dirs: list[Path], out: Path, threshold: float = 0.5, baselin
         *sections.header(runs, groups, threshold),
         *sections.success_curves(groups, out),
         *sections.final_table(groups, threshold),
-        *sections.task_types(groups),
-        *sections.paired_differences(groups),
+        *last_evaluation_sections(groups),
         *final_sections(groups, baseline),
         *sections.overhead(groups),
         *sections.phase_times(groups),

@@ -3,7 +3,6 @@ markdown lines; the plotting ones also write their PNG into the report folder.""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from ggtrain.metrics import (
     UPDATE_S,
 )
 from ggtrain.report.loading import Run
-from ggtrain.report.statistics import bootstrap_interval, success_auc, to_threshold
+from ggtrain.report.statistics import success_auc, to_threshold
 
 Groups = dict[str, list[Run]]
 TOKENS_NOTE = (
@@ -101,49 +100,6 @@ def final_table(groups: Groups, threshold: float) -> list[str]:
             f" {fmt('iterations')} | {fmt('env_steps')} | {fmt('tokens')} | {fmt('device_hours')} |"
         )
     return [*lines, TOKENS_NOTE]
-
-
-def task_types(groups: Groups) -> list[str]:
-    """Success per task type in each run's last evaluation, pooled over seeds."""
-    per_type: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
-    for method, group in groups.items():
-        for run in group:
-            for r in run.outcomes:
-                per_type[method][r["task_type"]].append(bool(r["won"]))
-    types = sorted({t for m in per_type.values() for t in m})
-    if not types:
-        return []
-    lines = ["\n## Success by task type (last evaluation)\n", "| method | " + " | ".join(types) + " |"]
-    lines.append("|---|" + "---|" * len(types))
-    for method in sorted(per_type):
-        cells = [f"{np.mean(per_type[method][t]):.3f}" if per_type[method][t] else "–" for t in types]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def paired_differences(groups: Groups) -> list[str]:
-    """For each pair of methods, the mean per-game win difference over the (game, game seed, run seed)
-    both evaluated last, with a bootstrap 95 % interval."""
-    methods = sorted(groups)
-    if len(methods) < 2:
-        return []
-    lines = [
-        "\n## Paired per-game differences (last evaluation, same game and seed)\n",
-        "| A − B | pairs | mean difference | bootstrap 95 % |",
-        "|---|---|---|---|",
-    ]
-    wins = {
-        m: {(r["game_id"], r["seed"], run.seed): float(r["won"]) for run in groups[m] for r in run.outcomes}
-        for m in methods
-    }
-    for i, a in enumerate(methods):
-        for b in methods[i + 1 :]:
-            keys = sorted(set(wins[a]) & set(wins[b]))
-            diff = np.asarray([wins[a][k] - wins[b][k] for k in keys])
-            lo, hi = bootstrap_interval(diff)
-            mean = f"{diff.mean():+.3f}" if len(diff) else "n/a"
-            lines.append(f"| {a} − {b} | {len(keys)} | {mean} | [{lo:+.3f}, {hi:+.3f}] |")
-    return lines
 
 
 def overhead(groups: Groups) -> list[str]:
