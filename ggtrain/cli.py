@@ -275,8 +275,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         model_dir = _model_dir(args.model, "--model")
         lm = load_pretrained(model_dir)
         params, step = lm.params, 0
+    started, clock = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
     with EnvPool(config.rollout.env, config.rollout.workers) as pool:
         summary, records = evaluate(config, lm.config, params, lm.tokenizer, games, args.seeds, pool)
+    timing = {"started": started, "seconds": round(time.perf_counter() - clock, 1)}
     records = [r | {"split": args.split, "step": step} for r in records]
     if args.out:
         path = Path(args.out) / f"{args.split}.jsonl"
@@ -285,7 +287,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         path = folder / f"{args.split}-step{step}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     write_outcomes(records, path)
     if args.out:
-        _record_evaluation(args, config, model_dir, [g.game for g in games], step, summary)
+        _record_evaluation(args, config, model_dir, [g.game for g in games], step, summary, timing)
     print(json.dumps(summary))
     return 0
 
@@ -311,9 +313,16 @@ def _check_evaluation_folder(folder: Path, config: Any) -> None:
 
 
 def _record_evaluation(
-    args: argparse.Namespace, config: Any, model_dir: Path, games: list[str], step: int, summary: dict[str, Any]
+    args: argparse.Namespace,
+    config: Any,
+    model_dir: Path,
+    games: list[str],
+    step: int,
+    summary: dict[str, Any],
+    timing: dict[str, Any],
 ) -> None:
-    """``--out``: the configuration of record and the manifest beside the outcomes."""
+    """``--out``: the configuration of record and the manifest beside the outcomes; the event's ``time``
+    is when it ended, ``started`` and ``seconds`` when the episodes began and how long they took."""
     from ggtrain.config import config_to_dict, write_resolved_config
     from ggtrain.manifest import game_list_hash, model_hashes, record_evaluation
     from ggtrain.seeds import RunSeeds
@@ -335,6 +344,7 @@ def _record_evaluation(
         temperature=config.eval.temperature,
         step=step,
         success_rate=summary["success_rate"],
+        **timing,
     )
 
 

@@ -38,6 +38,9 @@ def test_an_evaluation_folder_keeps_one_config_and_a_manifest_event_per_evaluati
     manifest = json.loads((out / "manifest.json").read_text())
     events = [e for e in manifest["events"] if e["kind"] == "evaluation"]
     assert [(e["split"], e["games"], e["step"]) for e in events] == [("valid_seen", 2, 0), ("valid_unseen", 2, 0)]
+    # each evaluation's own start and length (the event's time is its end; the manifest's start the first's)
+    assert events[0]["started"] <= events[0]["time"] <= events[1]["started"] <= events[1]["time"]
+    assert all(e["seconds"] > 0 for e in events)
     assert events[0]["model_files"]["sha256"]["config.json"] and len(events[0]["game_list"]) == 64
     assert manifest["git"]["commit"] and manifest["packages"]["jax"] and manifest["ended"]
     assert manifest["seeds"]["evaluation"]["seeds"] == [0]
