@@ -221,13 +221,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _model_dir(name: str, binding: str) -> Path:
-    from ggtrain.config import ConfigError
-    from ggtrain.policies import resolve_model
+    from ggtrain.run_policy import model_dir
 
-    try:
-        return resolve_model(name)
-    except ValueError as error:
-        raise ConfigError(f"{binding} {name!r}: {error}") from None
+    return model_dir(name, binding)
 
 
 def _check_eval_args(args: argparse.Namespace) -> None:
@@ -242,12 +238,11 @@ def _check_eval_args(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    import jax
-
     from env_bridge.worker_pool import EnvPool
-    from ggtrain.config import ConfigError, check_values
+    from ggtrain.config import check_values
     from ggtrain.evaluate import evaluate, write_outcomes
     from ggtrain.run import evaluation_games
+    from ggtrain.run_policy import restore_run_policy
     from models import load_pretrained
 
     _check_eval_args(args)
@@ -257,20 +252,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         _check_evaluation_folder(Path(args.out), config)
     games = evaluation_games(config, args.split, args.games)
     if args.run:
-        from ggtrain.checkpoint import CheckpointStore
-        from ggtrain.update_loop import Updater
-
         model_dir = _model_dir(config.model.path, "the run's ModelSpec.path")
-        lm = load_pretrained(model_dir)
-        updater = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
-        store = CheckpointStore(Path(args.run) / "checkpoints", config.checkpoint)
-        try:
-            restored = store.restore_latest(updater.abstract_state())
-        finally:
-            store.close()
-        if restored is None:
-            raise ConfigError(f"--run {args.run}: no checkpoint to evaluate")
-        params, step = restored[1].params, int(restored[2].get("iteration", restored[0]))
+        lm, params, step = restore_run_policy(Path(args.run), config)
     else:
         model_dir = _model_dir(args.model, "--model")
         lm = load_pretrained(model_dir)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from env_bridge.games import Game, discover_games
-from env_bridge.rollout import Episode, SamplerPolicy
+from env_bridge.rollout import Episode, RolloutResult, SamplerPolicy
 from env_bridge.worker_pool import EnvPool
 from ggtrain.config import TrainConfig
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
@@ -68,17 +68,36 @@ def evaluate(
     games' positions in the whole evaluation list (default 0, 1, ...): they fix the environment and
     sampling seeds, so a game plays the same wherever it runs. ``on_turn`` as for ``RolloutDriver.run``."""
     game_ids = list(range(len(games))) if game_ids is None else game_ids
-    rollout, ev = config.rollout, config.eval
-    driver = make_rollout_driver(rollout, pool, tokenizer, ev.max_turns)
-    sampler = Sampler(model_config, tokenizer)
-    sampling = make_sampling_params(rollout, ev.temperature if temperature is None else temperature)
     records: list[dict[str, Any]] = []
     for seed in seeds:
-        policy = SamplerPolicy(sampler, params, sampling, evaluation_key(seed))
-        result = driver.run([g.game for g in games], 1, policy, seed=seed, group_ids=game_ids, on_turn=on_turn)
+        result = play_evaluation(
+            config, model_config, params, tokenizer, games, seed, pool, temperature, on_turn, game_ids
+        )
         by_group = {e.group: e for e in result.episodes}
         records += [outcome_record(g, seed, by_group.get(i)) for i, g in zip(game_ids, games, strict=True)]
     return summarize_outcomes(require_completed(records)), records
+
+
+def play_evaluation(
+    config: TrainConfig,
+    model_config: Any,
+    params: Any,
+    tokenizer: Any,
+    games: list[EvalGame],
+    seed: int,
+    pool: EnvPool,
+    temperature: float | None = None,
+    on_turn: Any = None,
+    game_ids: list[int] | None = None,
+) -> RolloutResult:
+    """One evaluation seed's episodes and every turn of them (group ``game_ids[i]`` plays ``games[i]``),
+    as :func:`evaluate` plays them."""
+    game_ids = list(range(len(games))) if game_ids is None else game_ids
+    rollout, ev = config.rollout, config.eval
+    driver = make_rollout_driver(rollout, pool, tokenizer, ev.max_turns)
+    sampling = make_sampling_params(rollout, ev.temperature if temperature is None else temperature)
+    policy = SamplerPolicy(Sampler(model_config, tokenizer), params, sampling, evaluation_key(seed))
+    return driver.run([g.game for g in games], 1, policy, seed=seed, group_ids=game_ids, on_turn=on_turn)
 
 
 def require_completed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
