@@ -123,14 +123,15 @@ def _expand(side: dict[tuple[Any, ...], float], other: dict[tuple[Any, ...], flo
 
 def last_evaluation_sections(groups: dict[str, list[Run]]) -> list[str]:
     """Success per task type and paired per-game differences in each run's last evaluation during
-    training (``<run>/eval/iteration_*.jsonl``), by the outcomes' own split."""
+    training (``<run>/eval/iteration_*.jsonl``), by the outcomes' own split (older runs' outcomes do not
+    name it)."""
     entries = []
     for method, runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda run: run.seed)
         outcomes: list[Outcomes] = [{} for _ in runs]
         for by_split, run in zip(outcomes, runs, strict=True):
             for r in run.outcomes:
-                by_split.setdefault(r["split"], []).append(r)
+                by_split.setdefault(r.get("split", "split not recorded"), []).append(r)
         if any(outcomes):
             entries.append(Entry(method, [run.seed for run in runs], outcomes))
     which = "last evaluation during training"
