@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--run plays with the run's own config.json: drop --config")
     if args.run:
         config = config_from_dict(json.loads((Path(args.run) / "config.json").read_text()))
-        lm, params, step = restore_run_policy(Path(args.run), config)
+        path = model_dir(config.model.path, "the run's ModelSpec.path")
+        lm, params, step = restore_run_policy(Path(args.run), config, path)
     else:
         config = resolve_config(
             [config_file(c) for c in args.config or ["quickstart"]], [f"ModelSpec.path='{args.model}'"]

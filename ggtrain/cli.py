@@ -253,7 +253,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     games = evaluation_games(config, args.split, args.games)
     if args.run:
         model_dir = _model_dir(config.model.path, "the run's ModelSpec.path")
-        lm, params, step = restore_run_policy(Path(args.run), config)
+        lm, params, step = restore_run_policy(Path(args.run), config, model_dir)
     else:
         model_dir = _model_dir(args.model, "--model")
         lm = load_pretrained(model_dir)

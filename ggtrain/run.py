@@ -34,8 +34,8 @@ from ggtrain.host_batches import host_rows
 from ggtrain.host_exchange import HostExchange
 from ggtrain.manifest import Manifest, game_list_hash, model_hashes
 from ggtrain.metrics import MetricsWriter, truncate_metrics
-from ggtrain.policies import resolve_model
 from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
+from ggtrain.run_policy import model_dir
 from ggtrain.seeds import RunSeeds
 from ggtrain.sharding import batch_shards, check_rows_stay_home, make_mesh, sampler_shardings
 from ggtrain.update_loop import Updater
@@ -100,10 +100,7 @@ def evaluation_games(config: TrainConfig, split: str, count: int) -> list[EvalGa
 
 
 def model_directory(config: TrainConfig) -> Path:
-    try:
-        return resolve_model(config.model.path)
-    except ValueError as error:
-        raise ConfigError(f"ModelSpec.path = {config.model.path!r}: {error}") from None
+    return model_dir(config.model.path, "ModelSpec.path =")
 
 
 def check_config(config: TrainConfig, processes: int, devices: list[jax.Device]) -> None:

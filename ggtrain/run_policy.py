@@ -20,14 +20,15 @@ def model_dir(name: str, binding: str) -> Path:
         raise ConfigError(f"{binding} {name!r}: {error}") from None
 
 
-def restore_run_policy(run_dir: Path, config: TrainConfig) -> tuple[LanguageModel, Any, int]:
-    """(the run's model, its newest checkpoint's parameters, the iteration that checkpoint ended)."""
+def restore_run_policy(run_dir: Path, config: TrainConfig, model_path: Path) -> tuple[LanguageModel, Any, int]:
+    """(the run's model, read from ``model_path``, its ``ModelSpec.path`` resolved; its newest checkpoint's
+    parameters; the iteration that checkpoint ended)."""
     import jax
 
     from ggtrain.checkpoint import CheckpointStore
     from ggtrain.update_loop import Updater
 
-    lm = load_pretrained(model_dir(config.model.path, "the run's ModelSpec.path"))
+    lm = load_pretrained(model_path)
     updater = Updater.create(lm.config, lm.params, config, devices=jax.devices()[:1])
     store = CheckpointStore(Path(run_dir) / "checkpoints", config.checkpoint)
     try:
