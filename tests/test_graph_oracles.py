@@ -68,6 +68,15 @@ def test_e3_trajectory_weighting_keeps_penalty_as_offset():
     check(compute_advantages("grpo", case_e3()), [0, 0, -0.1, 0])
 
 
+@pytest.mark.parametrize("method", ["grpo", "gigpo", "graphgpo", "graph_only"])
+@pytest.mark.parametrize("weighting", ["trajectory", "turn"])
+def test_e3_without_penalty_a_group_nobody_won_has_exactly_zero_advantage(method, weighting):
+    # the comparison's attempt 4 rests on this: an iteration without a win gives the update nothing
+    advantages = compute_advantages(method, case_e3(), invalid_penalty=0.0, episode_weighting=weighting)
+    assert np.all(advantages == 0.0), advantages
+    assert np.any(compute_advantages(method, case_e3(), episode_weighting=weighting) != 0.0)
+
+
 def test_e5_grpo_mean_std_and_mean():
     check(compute_advantages("grpo", case_e5()), [1.5, -0.5, -0.5, -0.5])
     check(compute_advantages("grpo", case_e5(), mode="mean"), [7.5, -2.5, -2.5, -2.5])

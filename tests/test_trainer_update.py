@@ -129,6 +129,26 @@ def test_padding_rows_change_nothing(tiny):
     assert metric_means(mp)["tokens"] == metric_means(m)["tokens"]
 
 
+def test_a_batch_without_advantage_leaves_the_weights_bit_for_bit(tiny):
+    """Adam from a fresh state, no weight decay, no KL or entropy term: zero advantages are a zero
+    gradient and no step (what the ALFWorld comparison's attempt 4 relies on for iterations without a
+    win); the penalty alone (-0.1 on every row) moves them."""
+    config = _config(kl_coef=0.0, entropy_coef=0.0)
+    config = dataclasses.replace(config, optimizer=dataclasses.replace(config.optimizer, weight_decay=0.0))
+    step = jax.jit(make_train_step(tiny.config, config, make_optimizer(config.optimizer)))
+    batch = _batch()
+    mask = batch["loss_mask"] & batch["row_mask"][:, None]
+    on_policy = score_tokens_jit(tiny.config, tiny.params, batch["tokens"], batch["attention_mask"], mask, 1.0)
+    batch["old_logp"] = np.where(mask, np.asarray(on_policy), 0.0).astype(np.float32)  # ratios 1: nothing clipped
+    batch["advantages"] = np.zeros_like(batch["advantages"])
+    state, _ = step(_state(tiny, config), {k: jnp.asarray(v) for k, v in batch.items()})
+    leaves = zip(jax.tree_util.tree_leaves(tiny.params), jax.tree_util.tree_leaves(state.params), strict=True)
+    assert all(np.array_equal(np.asarray(before), np.asarray(after)) for before, after in leaves)
+    batch["advantages"][batch["row_mask"]] = -0.1
+    state, _ = step(_state(tiny, config), {k: jnp.asarray(v) for k, v in batch.items()})
+    assert _rel_diff(state.params, tiny.params) > 0
+
+
 @pytest.mark.parametrize("loss", ["ppo_clip", "ggpo"])
 def test_every_loss_token_is_trained_exactly_once_per_epoch(tiny, loss):
     """Through ``collate_turns``, as training batches turns (whole groups for GGPO): each epoch every
