@@ -77,6 +77,14 @@ def test_e3_without_penalty_a_group_nobody_won_has_exactly_zero_advantage(method
     assert np.any(compute_advantages(method, case_e3(), episode_weighting=weighting) != 0.0)
 
 
+@pytest.mark.parametrize("method", ["grpo", "gigpo", "graphgpo"])
+def test_turn_weighting_sums_to_zero_over_a_groups_turns_and_trajectory_weighting_does_not(method):
+    # E2: the win takes 1 turn, the loss 3; under `trajectory` the turns' sum is negative, so a token-mean
+    # loss pushes down what every answer shares (the comparison's attempt 5 changes to `turn` for this)
+    assert abs(float(np.sum(compute_advantages(method, case_e2(), episode_weighting="turn")))) < TOL
+    assert float(np.sum(compute_advantages(method, case_e2(), episode_weighting="trajectory"))) < -0.5
+
+
 def test_e5_grpo_mean_std_and_mean():
     check(compute_advantages("grpo", case_e5()), [1.5, -0.5, -0.5, -0.5])
     check(compute_advantages("grpo", case_e5(), mode="mean"), [7.5, -2.5, -2.5, -2.5])
