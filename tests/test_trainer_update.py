@@ -149,6 +149,18 @@ def test_a_batch_without_advantage_leaves_the_weights_bit_for_bit(tiny):
     assert _rel_diff(state.params, tiny.params) > 0
 
 
+@pytest.mark.parametrize(("b1", "moves"), [(0.9, True), (0.0, False)])
+def test_after_a_step_a_zero_gradient_moves_the_weights_only_with_momentum(b1, moves):
+    """The ALFWorld comparison's attempt 6 (b1 0) rests on this: without momentum an iteration without a
+    win leaves the weights where the last update with a win put them."""
+    optimizer = make_optimizer(OptimizerConfig(learning_rate=3e-4, weight_decay=0.0, b1=b1))
+    params = {"w": jnp.ones(4)}
+    state = optimizer.init(params)
+    _, state = optimizer.update({"w": jnp.asarray([1e-3, -2e-3, 5e-4, 0.0])}, state, params)
+    updates, _ = optimizer.update({"w": jnp.zeros(4)}, state, params)
+    assert bool(jnp.any(updates["w"] != 0.0)) == moves
+
+
 @pytest.mark.parametrize("loss", ["ppo_clip", "ggpo"])
 def test_every_loss_token_is_trained_exactly_once_per_epoch(tiny, loss):
     """Through ``collate_turns``, as training batches turns (whole groups for GGPO): each epoch every
