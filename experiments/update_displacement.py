@@ -21,20 +21,22 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ggtrain.config import config_from_dict  # noqa: E402
-from ggtrain.run_policy import model_dir, restore_run_policy  # noqa: E402
+from ggtrain.config import ConfigError, config_from_dict  # noqa: E402
+from ggtrain.run import model_directory  # noqa: E402
+from ggtrain.run_policy import restore_run_policy  # noqa: E402
 from models.hf_io import params_to_hf_tensors, write_hf_tensors  # noqa: E402
 
 
 def tensor_norms(start: dict, moved: dict) -> dict[str, dict[str, float]]:
-    return {
-        name: {
-            "weight_norm": float(np.linalg.norm(start[name])),
-            "displacement_norm": float(np.linalg.norm(moved[name] - start[name])),
-            "mean_abs_displacement": float(np.mean(np.abs(moved[name] - start[name]))),
+    norms = {}
+    for name, base in start.items():
+        delta = moved[name] - base
+        norms[name] = {
+            "weight_norm": float(np.linalg.norm(base)),
+            "displacement_norm": float(np.linalg.norm(delta)),
+            "mean_abs_displacement": float(np.mean(np.abs(delta))),
         }
-        for name in start
-    }
+    return norms
 
 
 def shuffled_displacement(start: dict, moved: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -51,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="folder for displacement.json and shuffled_model/")
     parser.add_argument("--seed", type=int, default=0, help="seed of the shuffle")
     args = parser.parse_args(argv)
+    if not (args.run / "config.json").exists():
+        raise ConfigError(f"--run {args.run}: not a run directory (no config.json)")
     config = config_from_dict(json.loads((args.run / "config.json").read_text()))
-    source = model_dir(config.model.path, "ModelSpec.path")
+    source = model_directory(config)
     lm, params, iteration = restore_run_policy(args.run, config, source)
     start = params_to_hf_tensors(jax.device_get(lm.params), lm.config, "float32")
     moved = params_to_hf_tensors(jax.device_get(params), lm.config, "float32")
@@ -70,4 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ConfigError as error:
+        print(f"{Path(__file__).name}: {error}", file=sys.stderr)
+        sys.exit(2)
