@@ -181,5 +181,7 @@ def test_final_evaluations_pair_every_run_seed_with_the_baseline_and_pool_episod
     assert "| valid_seen | graphgpo − grpo | 4 | +0.000 |" in report  # only run seed 0 is in both
     assert "| warm_start | 0.000 (2) | 0.500 (2) |" in report  # look_at_obj_in_light, then pick_and_place
     assert "| graphgpo | 0.250 (4) | 1.000 (4) |" in report
-    assert main([*args[:-1], str(tmp_path / "nothing")]) == 2
+    refused = tmp_path / "refused"
+    assert main([*args[:5], str(refused), "--baseline", str(tmp_path / "nothing")]) == 2
     assert "--baseline" in (err := capsys.readouterr().err) and "no <split>.jsonl" in err
+    assert not refused.exists()  # refused before anything is written

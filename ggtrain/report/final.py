@@ -138,7 +138,7 @@ def last_evaluation_sections(groups: dict[str, list[Run]]) -> list[str]:
     return [*task_type_table(entries, which), *paired_table(entries, which)]
 
 
-def final_sections(groups: dict[str, list[Run]], baseline: Path | None) -> list[str]:
+def final_sections(groups: dict[str, list[Run]], baseline: Entry | None) -> list[str]:
     """The three tables, over every method's runs that have final evaluations and the baseline (last, so
     its differences read method − baseline)."""
     entries = []
@@ -148,7 +148,7 @@ def final_sections(groups: dict[str, list[Run]], baseline: Path | None) -> list[
         if any(finals):
             entries.append(Entry(method, [run.seed for run in runs], finals))
     if baseline:
-        entries.append(Entry(baseline.resolve().name, [None], [load_outcomes(baseline)]))
+        entries.append(baseline)
     if not splits_of(entries):
         return []
     return [*success_table(entries), *task_type_table(entries), *paired_table(entries)]
