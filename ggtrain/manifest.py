@@ -121,8 +121,13 @@ class Manifest:
 
 def record_evaluation(folder: Path, config: dict[str, Any], seeds: dict[str, Any], **details: Any) -> None:
     """An evaluation folder's ``manifest.json`` (``ggtrain eval --out``): created by the folder's first
-    evaluation, then one ``evaluation`` event per evaluation written there."""
+    evaluation, then one ``evaluation`` event per evaluation written there. Each is recorded once it has
+    ended; the manifest's ``started`` is when the first one began (its ``started`` detail, if given)."""
     path = folder / "manifest.json"
-    manifest = Manifest(path, json.loads(path.read_text())) if path.exists() else Manifest.open(folder, config, seeds)
+    if path.exists():
+        manifest = Manifest(path, json.loads(path.read_text()))
+    else:
+        manifest = Manifest.open(folder, config, seeds)
+        manifest.data["started"] = details.get("started", manifest.data["started"])
     manifest.event("evaluation", command=sys.argv, **details)
     manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))

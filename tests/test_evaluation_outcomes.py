@@ -56,3 +56,16 @@ def test_an_evaluation_folder_keeps_one_config_and_a_manifest_event_per_evaluati
     assert main([*ring, "--split", "train", "--temperature", "0.7"]) == 2  # another temperature, too
     assert main([*ring, "--split", "train", "--model", "tiny-random"]) == 2  # another model
     assert json.loads((out / "manifest.json").read_text())["events"] == manifest["events"]
+
+
+def test_an_evaluation_manifest_starts_when_its_first_evaluation_began(tmp_path):
+    import json
+
+    from ggtrain.manifest import record_evaluation
+
+    began = "2000-01-01T00:00:00+0000"  # the evaluation's episodes began long before it is recorded
+    record_evaluation(tmp_path, {}, {}, split="valid_seen", started=began, seconds=1.0)
+    record_evaluation(tmp_path, {}, {}, split="valid_unseen", started="2000-01-01T01:00:00+0000", seconds=1.0)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["started"] == began and manifest["ended"] > began
+    assert [e["started"] for e in manifest["events"]] == [began, "2000-01-01T01:00:00+0000"]
