@@ -259,7 +259,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         lm = load_pretrained(model_dir)
         params, step = lm.params, 0
     started, clock = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
-    with EnvPool(config.rollout.env, config.rollout.workers) as pool:
+    with EnvPool(config.rollout.env, config.rollout.workers, step_timeout_s=config.rollout.step_timeout_s) as pool:
         summary, records = evaluate(config, lm.config, params, lm.tokenizer, games, args.seeds, pool)
     timing = {"started": started, "seconds": round(time.perf_counter() - clock, 1)}
     records = [r | {"split": args.split, "step": step} for r in records]

@@ -78,7 +78,7 @@ class Manifest:
         if path.exists():
             manifest = cls(path, json.loads(path.read_text()))
             manifest.data["ended"] = None
-            manifest.event("restart", command=sys.argv)
+            manifest.event("restart", command=sys.argv, git=_git())  # the code may have changed since
             return manifest
         data = {
             "started": now,
@@ -129,5 +129,5 @@ def record_evaluation(folder: Path, config: dict[str, Any], seeds: dict[str, Any
     else:
         manifest = Manifest.open(folder, config, seeds)
         manifest.data["started"] = details.get("started", manifest.data["started"])
-    manifest.event("evaluation", command=sys.argv, **details)
+    manifest.event("evaluation", command=sys.argv, git=_git(), **details)
     manifest.set("ended", time.strftime("%Y-%m-%dT%H:%M:%S%z"))

@@ -91,7 +91,8 @@ def test_train_sigterm_resume_eval(tmp_path):
     ]
     assert steps == list(range(1, done[-1] + 2))  # each iteration logged once, none repeated or skipped
     manifest = json.loads((run / "manifest.json").read_text())
-    assert [e["kind"] for e in manifest["events"]].count("restart") == 1
+    restarts = [e for e in manifest["events"] if e["kind"] == "restart"]
+    assert len(restarts) == 1 and restarts[0]["git"] == manifest["git"]  # the code each start ran
     for key in ("packages", "jax", "git", "model_files", "game_lists", "config", "seeds", "command", "started"):
         assert manifest[key], key
     assert manifest["ended"]

@@ -69,3 +69,4 @@ def test_an_evaluation_manifest_starts_when_its_first_evaluation_began(tmp_path)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["started"] == began and manifest["ended"] > began
     assert [e["started"] for e in manifest["events"]] == [began, "2000-01-01T01:00:00+0000"]
+    assert all(e["git"] == manifest["git"] and e["git"]["commit"] for e in manifest["events"])  # each one's code
