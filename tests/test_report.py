@@ -78,7 +78,7 @@ def test_threshold_costs_and_report(tmp_path, capsys):
     assert to_threshold(load_run(b), 0.9)["iterations"] is None
     assert main(["report", str(a), str(b), "--out", str(tmp_path / "rep"), "--threshold", "0.5"]) == 0
     report = (tmp_path / "rep" / "report.md").read_text()
-    assert "| graphgpo | 1 | 0.750 ± 0.000 | 0.475 | 3 (1/1 reached) |" in report
+    assert "| graphgpo | 1 | 0.750 ± – | 0.475 | 3 (1/1 reached) |" in report  # no spread from one run
     assert "| valid_seen | graphgpo − grpo | 4 | +0.500 |" in report  # the last evaluation during training
     assert "| graphgpo | 0.750 (4) |" in report and "| grpo | 0.250 (4) |" in report  # its task type
     assert "| grpo | 5.000 |" in report  # advantage ms 3, 4, 5, 6: the first (compile) is left out
@@ -144,16 +144,38 @@ def test_the_cluster_bootstrap_resamples_whole_clusters():
     assert cluster_bootstrap_interval(per_game, list(range(7))) == bootstrap_interval(per_game)
 
 
+def test_the_seeds_then_games_bootstrap_counts_how_much_training_runs_differ():
+    from ggtrain.report.statistics import cluster_bootstrap_interval, seeds_then_games_interval
+
+    # run seed 0 won every game more than the other side, run seed 1 none: each game's two pairs average
+    # +0.5, so resampling games alone is sure of +0.5; another training run could give 0 or +1
+    values = np.asarray([1.0] * 20 + [0.0] * 20)
+    seeds, games = [0] * 20 + [1] * 20, list(range(20)) * 2
+    assert cluster_bootstrap_interval(values, games) == (0.5, 0.5)
+    lo, hi = seeds_then_games_interval(values, seeds, games)
+    assert (lo, hi) == (0.0, 1.0)
+    # one run seed: the same as resampling the games
+    one = np.asarray([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(
+        seeds_then_games_interval(one, [0] * 7, list(range(7))),
+        cluster_bootstrap_interval(one, list(range(7))),
+        atol=0.05,
+    )
+    assert all(np.isnan(seeds_then_games_interval(np.zeros(0), [], [])))
+
+
 def test_report_refuses_a_non_run_directory(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "not a run directory" in capsys.readouterr().err
 
 
-def _outcomes(folder: Path, split: str, wins: list[int]) -> None:
+def _outcomes(folder: Path, split: str, wins: list[int], dropped: int = 0) -> None:
+    """Four games' outcomes; the last ``dropped`` games were dropped (env failures: lost, not completed)."""
     folder.mkdir(parents=True, exist_ok=True)
     types = ["pick_and_place_simple", "pick_and_place_simple", "look_at_obj_in_light", "look_at_obj_in_light"]
     records = [
         {"split": split, "game_id": i, "task_type": t, "seed": 0, "won": bool(w), "turns": 9, "invalid_actions": 0}
+        | {"completed": i < 4 - dropped}
         for i, (t, w) in enumerate(zip(types, wins, strict=True))
     ]
     (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -167,18 +189,20 @@ def test_final_evaluations_pair_every_run_seed_with_the_baseline_and_pool_episod
     r0 = _run(tmp_path, "r0", "grpo", 0, [0.1], [0])
     _outcomes(g0 / "eval_final", "valid_seen", [1, 1, 0, 0])
     _outcomes(g1 / "eval_final", "valid_seen", [1, 1, 1, 0])
-    _outcomes(r0 / "eval_final", "valid_seen", [0, 1, 0, 1])
+    _outcomes(r0 / "eval_final", "valid_seen", [0, 1, 0, 0], dropped=1)
     _outcomes(tmp_path / "warm_start", "valid_seen", [0, 1, 0, 0])
     out = tmp_path / "rep"
     args = ["report", str(g0), str(g1), str(r0), "--out", str(out), "--baseline", str(tmp_path / "warm_start")]
     assert main(args) == 0
     report = (out / "report.md").read_text()
     lo, hi = wilson_interval(5, 8)
-    assert f"| valid_seen | graphgpo | 2 | 0.625 ± 0.125 | 5 / 8 | [{lo:.3f}, {hi:.3f}] |" in report
-    assert "| valid_seen | warm_start | 1 | 0.250 ± 0.000 | 1 / 4 |" in report
+    # seeds at 0.5 and 0.75: the sample std, sqrt(2) x 0.125 (the population std would be 0.125)
+    assert f"| valid_seen | graphgpo | 2 | 0.625 ± 0.177 | 5 / 8 | [{lo:.3f}, {hi:.3f}] | 0 |" in report
+    assert "| valid_seen | warm_start | 1 | 0.250 ± – | 1 / 4 |" in report
     # both graphgpo seeds won game 0 (the baseline lost it), seed 1 also game 2: +3 / 8
     assert "| valid_seen | graphgpo − warm_start | 8 | +0.375 |" in report
-    assert "| valid_seen | graphgpo − grpo | 4 | +0.000 |" in report  # only run seed 0 is in both
+    assert "| valid_seen | graphgpo − grpo | 4 | +0.250 |" in report  # only run seed 0 is in both
+    assert "| valid_seen | grpo | 1 | 0.250 ± – | 1 / 4 | [" in report and report.count("] | 1 |") == 1  # 1 dropped
     assert "| warm_start | 0.000 (2) | 0.500 (2) |" in report  # look_at_obj_in_light, then pick_and_place
     assert "| graphgpo | 0.250 (4) | 1.000 (4) |" in report
     refused = tmp_path / "refused"

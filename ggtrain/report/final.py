@@ -15,7 +15,7 @@ import numpy as np
 
 from ggtrain.evaluate import wilson_interval
 from ggtrain.report.loading import Run
-from ggtrain.report.statistics import cluster_bootstrap_interval
+from ggtrain.report.statistics import cluster_bootstrap_interval, sample_std, seeds_then_games_interval
 
 Outcomes = dict[str, list[dict[str, Any]]]  # split -> per-game records
 FINAL_FOLDER = "eval_final"
@@ -50,8 +50,9 @@ def splits_of(entries: list[Entry]) -> list[str]:
 def success_table(entries: list[Entry]) -> list[str]:
     lines = [
         "\n## Final evaluation on whole splits (one seeded episode per game)\n",
-        "| split | method | seeds | success (mean ± std over seeds) | wins / episodes | Wilson 95 % of the episodes |",
-        "|---|---|---|---|---|---|",
+        "| split | method | seeds | success (mean ± sample std over seeds) | wins / episodes |"
+        " Wilson 95 % of the episodes | dropped (counted lost) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for split in splits_of(entries):
         for e in entries:
@@ -61,9 +62,10 @@ def success_table(entries: list[Entry]) -> list[str]:
             rates = [float(np.mean(w)) for w in per_seed]
             wins, n = sum(map(sum, per_seed)), sum(map(len, per_seed))
             lo, hi = wilson_interval(wins, n)
+            dropped = sum(not r.get("completed", True) for o in e.outcomes for r in o.get(split, []))
             lines.append(
-                f"| {split} | {e.name} | {len(per_seed)} | {np.mean(rates):.3f} ± {np.std(rates):.3f} |"
-                f" {wins} / {n} | [{lo:.3f}, {hi:.3f}] |"
+                f"| {split} | {e.name} | {len(per_seed)} | {np.mean(rates):.3f} ± {sample_std(rates)} |"
+                f" {wins} / {n} | [{lo:.3f}, {hi:.3f}] | {dropped} |"
             )
     return lines
 
@@ -86,12 +88,15 @@ def task_type_table(entries: list[Entry], which: str = "final evaluation") -> li
 
 def paired_table(entries: list[Entry], which: str = "final evaluation") -> list[str]:
     """A − B per game, A before B in ``entries``; a baseline (run seed None) pairs with every run seed of
-    the other side. The interval resamples games: a game's pairs over the run seeds share its difficulty
-    (and, against a baseline, its one baseline outcome). Nothing when no two entries share a game."""
+    the other side. One interval resamples games (a game's pairs over the run seeds share its difficulty
+    and, against a baseline, its one baseline outcome): how sure the difference is for these trained
+    policies. The other resamples the run seeds, then the games: how sure it is for another training run
+    of the methods, which is the question a comparison asks. Nothing when no two entries share a game."""
     lines = [
         f"\n## Paired per-game differences, {which} (same game, game seed and run seed)\n",
-        "| split | A − B | pairs | mean difference | bootstrap 95 % (resampling games) |",
-        "|---|---|---|---|---|",
+        "| split | A − B | pairs | mean difference | bootstrap 95 % (resampling games) |"
+        " bootstrap 95 % (resampling run seeds, then games) |",
+        "|---|---|---|---|---|---|",
     ]
     header = len(lines)
     for split in splits_of(entries):
@@ -101,8 +106,10 @@ def paired_table(entries: list[Entry], which: str = "final evaluation") -> list[
                 if not len(diff):
                     continue
                 lo, hi = cluster_bootstrap_interval(diff, [k[:2] for k in keys])
+                slo, shi = seeds_then_games_interval(diff, [k[2] for k in keys], [k[:2] for k in keys])
                 lines.append(
                     f"| {split} | {a.name} − {b.name} | {len(diff)} | {diff.mean():+.3f} | [{lo:+.3f}, {hi:+.3f}] |"
+                    f" [{slo:+.3f}, {shi:+.3f}] |"
                 )
     return lines if len(lines) > header else []
 

@@ -17,7 +17,7 @@ from ggtrain.metrics import (
     UPDATE_S,
 )
 from ggtrain.report.loading import Run
-from ggtrain.report.statistics import success_auc, to_threshold
+from ggtrain.report.statistics import sample_std, success_auc, to_threshold
 
 Groups = dict[str, list[Run]]
 TOKENS_NOTE = (
@@ -82,8 +82,8 @@ def final_table(groups: Groups, threshold: float) -> list[str]:
     """Final evaluation mean ± std, AUC of training success, and the mean cost to reach the threshold
     over the seeds that reach it."""
     lines = [
-        "| method | seeds | last in-run eval success (mean ± std) | AUC of training success | iterations to threshold |"
-        " env steps | tokens | device-hours |",
+        "| method | seeds | last in-run eval success (mean ± sample std) | AUC of training success |"
+        " iterations to threshold | env steps | tokens | device-hours |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for method, group in sorted(groups.items()):
@@ -94,7 +94,7 @@ def final_table(groups: Groups, threshold: float) -> list[str]:
             vals = [float(v) for c in costs if (v := c[key]) is not None]
             return f"{np.mean(vals):.4g} ({len(vals)}/{len(costs)} reached)" if vals else "not reached"
 
-        final = f"{np.mean(finals):.3f} ± {np.std(finals):.3f}" if finals else "n/a"
+        final = f"{np.mean(finals):.3f} ± {sample_std(finals)}" if finals else "n/a"
         lines.append(
             f"| {method} | {len(group)} | {final} | {np.mean([success_auc(run) for run in group]):.3f} |"
             f" {fmt('iterations')} | {fmt('env_steps')} | {fmt('tokens')} | {fmt('device_hours')} |"

@@ -35,6 +35,35 @@ def cluster_bootstrap_interval(
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def seeds_then_games_interval(
+    values: np.ndarray, run_seeds: list[object], games: list[object], rounds: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the mean of paired values indexed by (run seed, game): each
+    round draws the run seeds with replacement, then the games (one draw shared by the seeds, which
+    played the same games), and takes the mean over the drawn cells. Unlike resampling games alone, it
+    counts how much another training run could differ; with one run seed the two agree."""
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    seed_keys, game_keys = sorted(set(run_seeds), key=str), sorted(set(games), key=str)
+    r = np.asarray([seed_keys.index(s) for s in run_seeds])
+    g = np.asarray([game_keys.index(x) for x in games])
+    sums, counts = np.zeros((len(seed_keys), len(game_keys))), np.zeros((len(seed_keys), len(game_keys)))
+    np.add.at(sums, (r, g), values)
+    np.add.at(counts, (r, g), 1.0)
+    rng = np.random.default_rng(seed)
+    seed_weights = rng.multinomial(len(seed_keys), np.full(len(seed_keys), 1 / len(seed_keys)), size=rounds)
+    game_weights = rng.multinomial(len(game_keys), np.full(len(game_keys), 1 / len(game_keys)), size=rounds)
+    numerators = np.einsum("ks,sg,kg->k", seed_weights, sums, game_weights)
+    denominators = np.einsum("ks,sg,kg->k", seed_weights, counts, game_weights)
+    means = numerators[denominators > 0] / denominators[denominators > 0]
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def sample_std(values: list[float]) -> str:
+    """The standard deviation over runs (n − 1 in the denominator) as the report prints it; one run: –."""
+    return f"{np.std(values, ddof=1):.3f}" if len(values) > 1 else "–"
+
+
 def success_auc(run: Run) -> float:
     """Area under the training success curve, per iteration (its mean over the logged iterations)."""
     return float(np.nanmean(run.series(TRAIN_SUCCESS)[1]))
