@@ -2,7 +2,9 @@
 from the `tiny-alfworld` warm start (``configs/alfworld_comparison.gin``); every run and the warm start
 evaluated on all 140 valid_seen and all 134 valid_unseen games (one seeded episode per game), then one
 report over everything. Resumable: finished runs and evaluations are skipped, an interrupted run resumes
-from its last checkpoint (every iteration is checkpointed, so at most one iteration is lost).
+from its last checkpoint (every iteration is checkpointed, so at most one iteration is lost). The first
+start records the settings all runs share (``--iterations``, ``--set``) in ``OUT/study.json``; a start
+with others is refused before anything runs.
 
     python experiments/alfworld_comparison.py --out experiments/results/alfworld_comparison
     python experiments/alfworld_comparison.py --methods graphgpo --seeds 0 --iterations 2 --out /tmp/cmp
@@ -65,6 +67,27 @@ def final_evaluations(source: list[str], out: Path, log: Path, env: dict[str, st
     return 0
 
 
+class StudyMismatch(ValueError):
+    """The folder holds a study run with other settings: its finished runs would be skipped, not redone."""
+
+
+def check_study_settings(out: Path, iterations: int | None, sets: list[str]) -> None:
+    """The first start records the settings every run shares in ``out/study.json``; a later start with
+    others is refused before anything runs (finished runs are skipped by their files alone, so a changed
+    ``--set`` or ``--iterations`` would silently mix two configurations in one report)."""
+    path, settings = out / "study.json", {"iterations": iterations, "set": sorted(sets)}
+    if not path.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings, indent=2) + "\n")
+        return
+    recorded = json.loads(path.read_text())
+    changed = [
+        f"{key} {recorded.get(key)!r} -> {value!r}" for key, value in settings.items() if recorded.get(key) != value
+    ]
+    if changed:
+        raise StudyMismatch(f"{out}: its runs were made with other settings ({'; '.join(changed)}); use a new --out")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="folder for warm_start/, runs/<method>-seed<k>/ and report/")
@@ -75,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, default=0.3, help="success rate for the cost-to-reach table")
     args = parser.parse_args(argv)
     out = Path(args.out).absolute()
+    check_study_settings(out, args.iterations, args.set)
     env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
     warm = out / "warm_start"
     code = final_evaluations(["--model", "tiny-alfworld"], warm, warm / "eval.log", env, args.set)
@@ -108,6 +132,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except StrayRunFolder as stray:
-        print(f"{Path(__file__).name}: {stray}", file=sys.stderr)
+    except (StrayRunFolder, StudyMismatch) as refused:
+        print(f"{Path(__file__).name}: {refused}", file=sys.stderr)
         sys.exit(2)

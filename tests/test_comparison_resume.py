@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.alfworld_comparison import StudyMismatch, check_study_settings
 from experiments.builtin_comparison import StrayRunFolder, run_dir_flags
 
 
@@ -38,3 +39,14 @@ def test_checkpoints_without_config_are_refused_naming_the_folder(tmp_path: Path
     (run / "checkpoints" / "2").mkdir(parents=True)
     with pytest.raises(StrayRunFolder, match=r"gigpo-seed0: checkpoints/ without config\.json"):
         run_dir_flags(run)
+
+
+def test_a_study_folder_refuses_a_restart_with_other_shared_settings(tmp_path: Path) -> None:
+    check_study_settings(tmp_path, None, ["OptimizerConfig.b1=0.0"])
+    check_study_settings(tmp_path, None, ["OptimizerConfig.b1=0.0"])  # the same settings: resumes
+    recorded = (tmp_path / "study.json").read_text()
+    with pytest.raises(StudyMismatch, match=r"set \['OptimizerConfig.b1=0.0'\] -> \[\]\); use a new --out"):
+        check_study_settings(tmp_path, None, [])
+    with pytest.raises(StudyMismatch, match=r"iterations None -> 2"):
+        check_study_settings(tmp_path, 2, ["OptimizerConfig.b1=0.0"])
+    assert (tmp_path / "study.json").read_text() == recorded
