@@ -30,11 +30,19 @@ def pixels_of(image: np.ndarray, colour: tuple[int, int, int], alpha: float = 1.
 
 
 def _run(
-    root: Path, name: str, estimator: str, seed: int, success: list[float], wins: list[int], unreachable: float = 0.5
+    root: Path,
+    name: str,
+    estimator: str,
+    seed: int,
+    success: list[float],
+    wins: list[int],
+    unreachable: float = 0.5,
+    iterations: int | None = None,  # configured; default: as many as logged (a finished run)
 ) -> Path:
     run = root / name
     (run / "eval").mkdir(parents=True)
-    (run / "config.json").write_text(json.dumps({"estimator": estimator, "seed": seed, "loss": {"name": "ppo_clip"}}))
+    config = {"estimator": estimator, "seed": seed, "loss": {"name": "ppo_clip"}}
+    (run / "config.json").write_text(json.dumps(config | {"iterations": iterations or len(success)}))
     (run / "manifest.json").write_text(json.dumps({"jax": {"devices": ["cpu:0", "cpu:1"]}}))
     lines = []
     for i, s in enumerate(success, start=1):
@@ -186,7 +194,7 @@ def test_final_evaluations_pair_every_run_seed_with_the_baseline_and_pool_episod
 
     g0 = _run(tmp_path, "g0", "graphgpo", 0, [0.1], [0])
     g1 = _run(tmp_path, "g1", "graphgpo", 1, [0.1], [0])
-    r0 = _run(tmp_path, "r0", "grpo", 0, [0.1], [0])
+    r0 = _run(tmp_path, "r0", "grpo", 0, [0.1], [0], iterations=12)
     _outcomes(g0 / "eval_final", "valid_seen", [1, 1, 0, 0])
     _outcomes(g1 / "eval_final", "valid_seen", [1, 1, 1, 0])
     _outcomes(r0 / "eval_final", "valid_seen", [0, 1, 0, 0], dropped=1)
@@ -195,6 +203,8 @@ def test_final_evaluations_pair_every_run_seed_with_the_baseline_and_pool_episod
     args = ["report", str(g0), str(g1), str(r0), "--out", str(out), "--baseline", str(tmp_path / "warm_start")]
     assert main(args) == 0
     report = (out / "report.md").read_text()
+    assert "**Unfinished runs** (iterations logged of those configured): `r0` (1 of 12)." in report
+    assert report.count("Unfinished") == 1  # g0 and g1 logged all theirs
     lo, hi = wilson_interval(5, 8)
     # seeds at 0.5 and 0.75: the sample std, sqrt(2) x 0.125 (the population std would be 0.125)
     assert f"| valid_seen | graphgpo | 2 | 0.625 ± 0.177 | 5 / 8 | [{lo:.3f}, {hi:.3f}] | 0 |" in report

@@ -23,6 +23,7 @@ class Run:
     eval: dict[int, float]  # iteration -> evaluation success rate
     outcomes: list[dict[str, Any]]  # the last evaluation's per-game records
     devices: int
+    iterations: int = 0  # as configured (config.json); 0: not recorded
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(iterations, values) of one ``train/`` metric, NaN where an iteration lacks it."""
@@ -47,6 +48,7 @@ def load_run(run_dir: Path) -> Run:
         eval={m["step"]: m[EVAL_SUCCESS] for m in metrics if EVAL_SUCCESS in m},
         outcomes=[json.loads(x) for x in outcomes[-1].read_text().splitlines()] if outcomes else [],
         devices=len(manifest.get("jax", {}).get("devices", [])) or 1,
+        iterations=int(config.get("iterations", 0)),
     )
 
 

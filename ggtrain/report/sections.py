@@ -39,10 +39,18 @@ def _pyplot() -> Any:
 
 def header(runs: list[Run], groups: Groups, threshold: float) -> list[str]:
     counts = ", ".join(f"{m} × {len(r)}" for m, r in groups.items())
-    return [
+    lines = [
         f"# ggtrain report\n\nRuns: {len(runs)} ({counts}).",
         f"Threshold for the cost-to-reach table (fixed before the runs): training success ≥ {threshold}.\n",
     ]
+    unfinished = [f"`{r.dir.name}` ({max(r.train, default=0)} of {r.iterations})" for r in runs if _unfinished(r)]
+    if unfinished:
+        lines.append(f"**Unfinished runs** (iterations logged of those configured): {', '.join(unfinished)}.\n")
+    return lines
+
+
+def _unfinished(run: Run) -> bool:
+    return bool(run.iterations) and max(run.train, default=0) < run.iterations
 
 
 def _mean_band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[Any], np.ndarray, np.ndarray]:
