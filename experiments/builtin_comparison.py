@@ -31,7 +31,8 @@ def finished(run: Path) -> bool:
     if not (run / "config.json").exists() or not (run / "metrics.jsonl").exists():
         return False
     iterations = json.loads((run / "config.json").read_text())["iterations"]
-    lines = (run / "metrics.jsonl").read_text().splitlines()
+    text = (run / "metrics.jsonl").read_text()
+    lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]  # a line cut short by a kill
     steps = [m["step"] for m in map(json.loads, lines) if TRAIN_SUCCESS in m]
     return bool(steps) and max(steps) >= iterations
 

@@ -34,13 +34,30 @@ EVAL_SUCCESS = "eval/success_rate"  # share of the evaluation games won
 def truncate_metrics(run_dir: str | Path, step: int) -> None:
     """Metrics follow checkpoints: on resume from ``step``, drop ``metrics.jsonl`` lines past it (they were
     written before a crash the restored checkpoint does not include, and will be written again), so every
-    step appears once. TensorBoard's events past it are hidden by the resumed writer (``resumed_at``)."""
+    step appears once. TensorBoard's events past it are hidden by the resumed writer (``resumed_at``). A
+    last line cut short by a kill while it was written (no newline, not JSON) is dropped with them; a
+    broken line anywhere else is an error naming it."""
     path = Path(run_dir) / "metrics.jsonl"
     if path.exists():
-        lines = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+        text = path.read_text()
+        lines = text.splitlines()
+        if lines and not text.endswith("\n") and not _is_json(lines[-1]):
+            lines.pop()
+        for number, line in enumerate(lines, start=1):
+            if line.strip() and not _is_json(line):
+                raise ValueError(f"{path}:{number}: not a JSON metrics line: {line[:80]!r}")
+        lines = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
         tmp = path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(line + "\n" for line in lines))
         tmp.replace(path)
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 class MetricAccumulator:

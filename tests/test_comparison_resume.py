@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from experiments.alfworld_comparison import StudyMismatch, check_study_settings
-from experiments.builtin_comparison import StrayRunFolder, run_dir_flags
+from experiments.builtin_comparison import StrayRunFolder, finished, run_dir_flags
 
 
 def test_a_missing_run_starts_new(tmp_path: Path) -> None:
@@ -50,3 +50,14 @@ def test_a_study_folder_refuses_a_restart_with_other_shared_settings(tmp_path: P
     with pytest.raises(StudyMismatch, match=r"iterations None -> 2"):
         check_study_settings(tmp_path, 2, ["OptimizerConfig.b1=0.0"])
     assert (tmp_path / "study.json").read_text() == recorded
+
+
+def test_a_run_killed_while_writing_its_last_metrics_line_is_unfinished_not_an_error(tmp_path: Path) -> None:
+    run = tmp_path / "grpo-seed0"
+    run.mkdir()
+    (run / "config.json").write_text('{"iterations": 2}')
+    done = '{"step": 1, "train/success_rate": 0.0}\n{"step": 2, "train/success_rate": 0.5}\n'
+    (run / "metrics.jsonl").write_text(done[:-20])
+    assert not finished(run)
+    (run / "metrics.jsonl").write_text(done)
+    assert finished(run)

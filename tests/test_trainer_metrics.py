@@ -46,6 +46,23 @@ def test_resume_drops_metric_lines_past_the_restored_checkpoint(tmp_path):
     assert kept == lines[:3]
 
 
+def test_resume_drops_a_metrics_line_cut_short_by_a_kill_and_refuses_a_broken_one_elsewhere(tmp_path):
+    import json
+
+    import pytest
+
+    from ggtrain.metrics import truncate_metrics
+
+    lines = [json.dumps({"step": s, "train/loss": float(s)}) for s in (1, 2, 3)]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("\n".join(lines) + "\n" + lines[2][:17])  # killed while writing iteration 4's line
+    truncate_metrics(tmp_path, 3)
+    assert path.read_text() == "\n".join(lines) + "\n"
+    path.write_text(lines[0] + "\n" + lines[1][:17] + "\n" + lines[2] + "\n")
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not a JSON metrics line"):
+        truncate_metrics(tmp_path, 3)
+
+
 def _events(path):
     """(step, kind) of every record of a TensorBoard event file (TFRecord framing, tensorboardX's proto)."""
     import struct
