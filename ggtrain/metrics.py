@@ -79,8 +79,9 @@ class MetricAccumulator:
 
 class MetricsWriter:
     def __init__(self, run_dir: str | Path, process_index: int | None = None, resumed_at: int | None = None):
-        """``resumed_at``: the step a resumed run restored; TensorBoard then hides the earlier files' events
-        past it (a ``purge_step`` marker), as ``truncate_metrics`` drops those ``metrics.jsonl`` lines."""
+        """``resumed_at``: the step a resumed run restored (-1: nothing, it starts again); TensorBoard then
+        hides the earlier files' events past it (a ``purge_step`` marker), as ``truncate_metrics`` drops
+        those ``metrics.jsonl`` lines."""
         self.run_dir = Path(run_dir)
         if process_index is None:
             import jax

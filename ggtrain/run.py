@@ -253,7 +253,8 @@ class OpenedRun:
         with writing_to(run_dir):
             store, start, manifest = open_records(config, run_dir, resume, updater, seeds, log)
             record_inputs(manifest, config, model_dir, games, evaluation)
-            writer = MetricsWriter(run_dir, resumed_at=start if resume else None)
+            # checkpoints start at iteration 1: a resume at 0 restored nothing, and every step is played again
+            writer = MetricsWriter(run_dir, resumed_at=(start or -1) if resume else None)
         stop = StopFlag()
         previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
         rollout = config.rollout
@@ -340,7 +341,9 @@ def open_manifest(config: TrainConfig, run_dir: Path, seeds: RunSeeds) -> Manife
 def restore(store: CheckpointStore, updater: Updater, run_dir: Path, log: Callable[[str], None]) -> int:
     """Loads the latest readable checkpoint into ``updater``; returns the iteration to continue at."""
     restored = store.restore_latest(updater.abstract_state())
-    if restored is None:
+    if restored is None:  # killed before its first checkpoint: everything is played again from the start
+        if jax.process_index() == 0:
+            truncate_metrics(run_dir, -1)
         return 0
     _, updater.state, record = restored
     iteration = int(record["iteration"])

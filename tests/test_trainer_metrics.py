@@ -92,3 +92,21 @@ def test_resumed_writer_hides_tensorboard_steps_past_the_checkpoint(tmp_path):
     # TensorBoard drops earlier events at or past a session-start marker's step: step 3 is shown once
     assert (3, "session_log") in _events(files[1])
     assert (3, "session_log") not in _events(files[0])
+
+
+def test_resume_without_a_checkpoint_starts_the_metrics_again(tmp_path):
+    """Killed after writing metrics but before its first checkpoint committed: the run starts again at
+    iteration 0, so the lines of the lost start must go, or step 0 and iteration 1 appear twice."""
+    from ggtrain.run import restore
+
+    class NoCheckpointYet:  # failure injection: the kill came before the first checkpoint
+        def restore_latest(self, abstract_state):
+            return None
+
+    class Updater:
+        def abstract_state(self):
+            return {}
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0, "eval/success_rate": 0.1}\n{"step": 1, "train/loss": 1.0}\n')
+    assert restore(NoCheckpointYet(), Updater(), tmp_path, print) == 0
+    assert (tmp_path / "metrics.jsonl").read_text() == ""
