@@ -174,8 +174,9 @@ def run_sft_steps(
     if resume and (restored := store.restore_latest(updater.abstract_state())) is not None:
         _, updater.state, record = restored
         data.set_state(record["data_iterator"])
-        truncate_metrics(run_dir, int(updater.state.step))
         log(f"ggtrain sft: resumed {out} at step {int(updater.state.step)}")
+    if resume:  # lines past the restored step are played again (all of them when nothing was restored)
+        truncate_metrics(run_dir, int(updater.state.step))
     write_resolved_config(config, run_dir)
     writer = MetricsWriter(run_dir, resumed_at=int(updater.state.step) if resume else None)
     flag = StopFlag()

@@ -131,6 +131,15 @@ def test_killed_and_resumed_sft_continues_bit_for_bit(walkthrough_turns, initial
     assert logged == list(range(1, 31))  # every step exactly once, none doubled by the restart
 
 
+def test_a_resume_before_the_first_checkpoint_logs_every_step_once(walkthrough_turns, initial_model, tmp_path):
+    # killed after logging steps 1 and 2 but before any checkpoint: the resume starts at step 0 again
+    (tmp_path / "sft_run").mkdir()
+    (tmp_path / "sft_run" / "metrics.jsonl").write_text('{"step": 1, "sft/loss": 9.0}\n{"step": 2, "sft/loss": 9.0}\n')
+    sft(_config("SftConfig.steps=2"), initial_model, walkthrough_turns, tmp_path, resume=True, progress=False)
+    logged = [json.loads(x) for x in (tmp_path / "sft_run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged] == [1, 2] and all(r["sft/loss"] != 9.0 for r in logged)
+
+
 def test_written_model_loads_in_transformers_with_equal_logits(walkthrough_turns, initial_model, tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
