@@ -268,9 +268,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:  # beside the training-time outcomes, never replacing them or an earlier evaluation
         folder = Path(args.run) / "eval" if args.run else Path("eval_outcomes")
         path = folder / f"{args.split}-step{step}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-    write_outcomes(records, path)
-    if args.out:
+    if args.out:  # the event first: complete outcomes without their manifest event cannot exist
         _record_evaluation(args, config, model_dir, [g.game for g in games], step, summary, timing)
+    write_outcomes(records, path)
     print(json.dumps(summary))
     return 0
 

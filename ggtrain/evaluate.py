@@ -141,7 +141,8 @@ def summarize_outcomes(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_outcomes(records: list[dict], path: Path) -> None:
+    """All of them or none: a kill while writing never leaves a part of the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
+    tmp = path.with_name(f"{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    tmp.replace(path)

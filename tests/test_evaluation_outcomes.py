@@ -70,3 +70,28 @@ def test_an_evaluation_manifest_starts_when_its_first_evaluation_began(tmp_path)
     assert manifest["started"] == began and manifest["ended"] > began
     assert [e["started"] for e in manifest["events"]] == [began, "2000-01-01T01:00:00+0000"]
     assert all(e["git"] == manifest["git"] and e["git"]["commit"] for e in manifest["events"])  # each one's code
+
+
+def test_outcomes_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    import json
+
+    from ggtrain import evaluate
+
+    path = tmp_path / "valid_seen.jsonl"
+    path.write_text('{"game_id": "earlier"}\n')
+    real_dumps, calls = json.dumps, []
+
+    def dies_on_the_second_record(record):  # failure injection: killed while the records are written
+        calls.append(record)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_dumps(record)
+
+    monkeypatch.setattr(evaluate.json, "dumps", dies_on_the_second_record)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate.write_outcomes([{"game_id": "a"}, {"game_id": "b"}], path)
+    assert path.read_text() == '{"game_id": "earlier"}\n'  # not cut to its first new line
+    monkeypatch.setattr(evaluate.json, "dumps", real_dumps)
+    evaluate.write_outcomes([{"game_id": "a"}, {"game_id": "b"}], path)
+    assert [json.loads(x)["game_id"] for x in path.read_text().splitlines()] == ["a", "b"]
+    assert [p.name for p in tmp_path.iterdir()] == ["valid_seen.jsonl"]
