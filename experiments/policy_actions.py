@@ -1,8 +1,9 @@
 """What a policy does on the first N evaluation games, played exactly as ``ggtrain eval`` plays them (the
 same games, game seeds, sampling seed and temperature): per command verb, how often it is chosen and how
 often it was an invalid action (with ``RolloutConfig.strict_actions``, also every inadmissible command);
-how often a command repeats the trajectory's previous one; and the wins. It tells a policy that stops
-trying from one that tries the wrong things. Prints one JSON object (and writes it with ``--out``).
+how often a command repeats the trajectory's previous one; the malformed answers (how many were cut at
+the new-token limit, and the first few as written); and the wins. It tells a policy that stops trying
+from one that tries the wrong things. Prints one JSON object (and writes it with ``--out``).
 
     python experiments/policy_actions.py --run RUN_DIR [--games 24]
     python experiments/policy_actions.py --model tiny-alfworld --config grpo --config alfworld_comparison
@@ -52,6 +53,22 @@ def action_profile(turns: list[Any]) -> dict[str, Any]:
     }
 
 
+def malformed_answers(turns: list[Any], max_new_tokens: int, examples: int = 8) -> dict[str, Any]:
+    """The answers the ``tags`` format rejects whatever the command (``parse_action`` without strict
+    actions): how many, why, how many stopped at the new-token limit (cut short rather than written
+    wrong), and the first ``examples`` of them as written."""
+    from env_bridge.actions import parse_action
+
+    reasons = [(t, parse_action(t.response_text).reason) for t in turns]
+    malformed = [(t, reason) for t, reason in reasons if reason]
+    return {
+        "malformed": len(malformed),
+        "malformed_reasons": dict(collections.Counter(reason for _, reason in malformed).most_common()),
+        "malformed_at_token_limit": sum(len(t.response_ids) >= max_new_tokens for t, _ in malformed),
+        "malformed_examples": [t.response_text for t, _ in malformed[:examples]],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     from env_bridge.worker_pool import EnvPool
     from ggtrain.config import config_file, config_from_dict, resolve_config
@@ -98,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         "strict_actions": config.rollout.strict_actions,
         "wins": sum(wins.values()),
         "won_games": [games[g].game_id for g, won in sorted(wins.items()) if won],
-        **action_profile(sorted(result.turns, key=lambda t: (t.traj, t.turn))),
+        **action_profile(turns := sorted(result.turns, key=lambda t: (t.traj, t.turn))),
+        **(malformed_answers(turns, config.rollout.max_new_tokens) if config.rollout.action_format == "tags" else {}),
     }
     text = json.dumps(out, indent=2)
     print(text)
