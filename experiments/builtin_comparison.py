@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ggtrain.metrics import TRAIN_SUCCESS  # noqa: E402
+from ggtrain.metrics import TRAIN_SUCCESS, read_metrics  # noqa: E402
 
 METHODS = ("grpo", "gigpo", "graphgpo", "graph_only", "ggpo")
 SEEDS = (0, 1, 2, 3, 4)
@@ -31,9 +31,7 @@ def finished(run: Path) -> bool:
     if not (run / "config.json").exists() or not (run / "metrics.jsonl").exists():
         return False
     iterations = json.loads((run / "config.json").read_text())["iterations"]
-    text = (run / "metrics.jsonl").read_text()
-    lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]  # a line cut short by a kill
-    steps = [m["step"] for m in map(json.loads, lines) if TRAIN_SUCCESS in m]
+    steps = [m["step"] for _, m in read_metrics(run / "metrics.jsonl") if TRAIN_SUCCESS in m]
     return bool(steps) and max(steps) >= iterations
 
 

@@ -31,33 +31,35 @@ UNREACHABLE_FRACTION = "train/graph/unreachable_fraction"  # state-graph nodes t
 EVAL_SUCCESS = "eval/success_rate"  # share of the evaluation games won
 
 
+def read_metrics(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Each record of a ``metrics.jsonl`` with its line as written. A last line cut short by a kill while
+    it was written (no newline, not JSON) is left out; a broken line anywhere else is an error naming it."""
+    text = path.read_text()
+    lines = text.splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((line, json.loads(line)))
+        except json.JSONDecodeError:
+            if number == len(lines) and not text.endswith("\n"):
+                break
+            raise ValueError(f"{path}:{number}: not a JSON metrics line: {line[:80]!r}") from None
+    return records
+
+
 def truncate_metrics(run_dir: str | Path, step: int) -> None:
     """Metrics follow checkpoints: on resume from ``step``, drop ``metrics.jsonl`` lines past it (they were
     written before a crash the restored checkpoint does not include, and will be written again), so every
     step appears once. TensorBoard's events past it are hidden by the resumed writer (``resumed_at``). A
-    last line cut short by a kill while it was written (no newline, not JSON) is dropped with them; a
-    broken line anywhere else is an error naming it."""
+    last line cut short by a kill goes with them (``read_metrics``)."""
     path = Path(run_dir) / "metrics.jsonl"
     if path.exists():
-        text = path.read_text()
-        lines = text.splitlines()
-        if lines and not text.endswith("\n") and not _is_json(lines[-1]):
-            lines.pop()
-        for number, line in enumerate(lines, start=1):
-            if line.strip() and not _is_json(line):
-                raise ValueError(f"{path}:{number}: not a JSON metrics line: {line[:80]!r}")
-        lines = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
+        lines = [line for line, record in read_metrics(path) if record["step"] <= step]
         tmp = path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(line + "\n" for line in lines))
         tmp.replace(path)
-
-
-def _is_json(line: str) -> bool:
-    try:
-        json.loads(line)
-    except json.JSONDecodeError:
-        return False
-    return True
 
 
 class MetricAccumulator:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ggtrain.metrics import EVAL_SUCCESS, TRAIN_SUCCESS
+from ggtrain.metrics import EVAL_SUCCESS, TRAIN_SUCCESS, read_metrics
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Run:
 def load_run(run_dir: Path) -> Run:
     config = json.loads((run_dir / "config.json").read_text())
     manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
-    metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    metrics = [record for _, record in read_metrics(run_dir / "metrics.jsonl")]
     outcomes = sorted((run_dir / "eval").glob("iteration_*.jsonl")) if (run_dir / "eval").exists() else []
     return Run(
         dir=run_dir,
