@@ -2,9 +2,9 @@
 from the `tiny-alfworld` warm start (``configs/alfworld_comparison.gin``); every run and the warm start
 evaluated on all 140 valid_seen and all 134 valid_unseen games (one seeded episode per game), then one
 report over everything. Resumable: finished runs and evaluations are skipped, an interrupted run resumes
-from its last checkpoint (every iteration is checkpointed, so at most one iteration is lost). The first
-start records the settings all runs share (``--iterations``, ``--set``) in ``OUT/study.json``; a start
-with others is refused before anything runs.
+from its last checkpoint (every iteration is checkpointed, so at most one iteration is lost). A start
+whose settings (``--iterations``, ``--set``, the gin files) would give any existing run other values than
+its ``config.json`` holds is refused before anything runs.
 
     python experiments/alfworld_comparison.py --out experiments/results/alfworld_comparison
     python experiments/alfworld_comparison.py --methods graphgpo --seeds 0 --iterations 2 --out /tmp/cmp
@@ -31,11 +31,15 @@ FINAL_SPLITS = {"valid_seen": 140, "valid_unseen": 134}
 CONFIG = "alfworld_comparison"
 
 
+def run_bindings(seed: int, iterations: int | None, sets: list[str]) -> list[str]:
+    """The gin bindings of one run: its seed, the study's ``--set`` bindings and ``--iterations``."""
+    bindings = [f"TrainConfig.seed={seed}", *sets]
+    return bindings + ([f"TrainConfig.iterations={iterations}"] if iterations is not None else [])
+
+
 def train_command(method: str, seed: int, run: Path, iterations: int | None, sets: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", method, "--config", CONFIG]
-    cmd += ["--set", f"TrainConfig.seed={seed}", *[x for b in sets for x in ("--set", b)]]
-    if iterations is not None:
-        cmd += ["--set", f"TrainConfig.iterations={iterations}"]
+    cmd += [x for b in run_bindings(seed, iterations, sets) for x in ("--set", b)]
     return cmd + run_dir_flags(run)
 
 
@@ -71,19 +75,22 @@ class StudyMismatch(ValueError):
     """The folder holds a study run with other settings: its finished runs would be skipped, not redone."""
 
 
-def check_study_settings(out: Path, iterations: int | None, sets: list[str]) -> None:
-    """The first start records the settings every run shares in ``out/study.json``; a later start with
-    others is refused before anything runs (finished runs are skipped by their files alone, so a changed
-    ``--set`` or ``--iterations`` would silently mix two configurations in one report)."""
-    path, settings = out / "study.json", {"iterations": iterations, "set": sorted(sets)}
-    if not path.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(settings, indent=2) + "\n")
-        return
-    recorded = json.loads(path.read_text())
-    changed = [
-        f"{key} {recorded.get(key)!r} -> {value!r}" for key, value in settings.items() if recorded.get(key) != value
-    ]
+def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> None:
+    """Refuses a start under which any run already in ``out/runs`` would resolve to other values than its
+    ``config.json`` (finished runs are skipped by their files alone, so a changed ``--set``,
+    ``--iterations`` or gin file would silently mix two configurations in one report). The resolved
+    values are compared, so an edit that changes no value (a comment) is not a change."""
+    from ggtrain.config import config_differences, config_file, config_from_dict, config_to_dict, resolve_config
+
+    changed = []
+    for stored in sorted(out.glob("runs/*-seed*/config.json")):
+        method, _, seed = stored.parent.name.rpartition("-seed")
+        if method not in METHODS or not seed.isdigit():
+            continue
+        files = [config_file(method), config_file(CONFIG)]
+        now = config_to_dict(resolve_config(files, run_bindings(int(seed), iterations, sets)))
+        then = config_to_dict(config_from_dict(json.loads(stored.read_text())))
+        changed += [f"{stored.parent.name} {k}: {a!r} -> {b!r}" for k, (a, b) in config_differences(then, now).items()]
     if changed:
         raise StudyMismatch(f"{out}: its runs were made with other settings ({'; '.join(changed)}); use a new --out")
 
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, default=0.3, help="success rate for the cost-to-reach table")
     args = parser.parse_args(argv)
     out = Path(args.out).absolute()
-    check_study_settings(out, args.iterations, args.set)
+    check_run_configs(out, args.iterations, args.set)
     env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
     warm = out / "warm_start"
     code = final_evaluations(["--model", "tiny-alfworld"], warm, warm / "eval.log", env, args.set)

@@ -128,7 +128,7 @@ def _resume_config(args: argparse.Namespace, run_dir: Path) -> Any:
     """The run's own config.json. Flags are accepted when they resolve to the same values (the original
     command plus ``--resume``); another ``TrainConfig.iterations`` extends (or ends) the run there and is
     a manifest event; any other change is refused, naming it, before anything is written."""
-    from ggtrain.config import ConfigError, config_from_dict, config_to_dict
+    from ggtrain.config import ConfigError, config_differences, config_from_dict, config_to_dict
 
     if not (run_dir / "config.json").exists():
         raise ConfigError(f"--resume {run_dir}: not a run directory (no config.json)")
@@ -138,23 +138,12 @@ def _resume_config(args: argparse.Namespace, run_dir: Path) -> Any:
     if not args.config and not args.set:
         return stored
     given = _resolve(args)
-    changed = _differences(config_to_dict(stored), config_to_dict(given))
+    changed = config_differences(config_to_dict(stored), config_to_dict(given))
     changed.pop("iterations", None)
     if changed:
         names = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in sorted(changed.items()))
         raise ConfigError(f"--resume {run_dir}: the flags change the run's configuration ({names})")
     return given
-
-
-def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> dict[str, tuple[Any, Any]]:
-    out: dict[str, tuple[Any, Any]] = {}
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out |= _differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            out[f"{prefix}{key}"] = (a, b)
-    return out
 
 
 def _bindings(bindings: list[str]) -> list[str]:

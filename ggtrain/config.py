@@ -389,6 +389,18 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def config_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """``{"section.field": (old, new)}`` for every value two config dicts disagree on."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out |= config_differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out[f"{prefix}{key}"] = (a, b)
+    return out
+
+
 def write_resolved_config(config: TrainConfig, run_dir: str | Path) -> Path:
     """Writes ``config.json`` (the resolved values) into the run directory."""
     path = Path(run_dir) / "config.json"

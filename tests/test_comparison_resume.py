@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
-from experiments.alfworld_comparison import StudyMismatch, check_study_settings
+from experiments.alfworld_comparison import CONFIG, StudyMismatch, check_run_configs, run_bindings
 from experiments.builtin_comparison import StrayRunFolder, finished, run_dir_flags
+from ggtrain.config import config_file, resolve_config, write_resolved_config
 
 
 def test_a_missing_run_starts_new(tmp_path: Path) -> None:
@@ -41,15 +44,23 @@ def test_checkpoints_without_config_are_refused_naming_the_folder(tmp_path: Path
         run_dir_flags(run)
 
 
-def test_a_study_folder_refuses_a_restart_with_other_shared_settings(tmp_path: Path) -> None:
-    check_study_settings(tmp_path, None, ["OptimizerConfig.b1=0.0"])
-    check_study_settings(tmp_path, None, ["OptimizerConfig.b1=0.0"])  # the same settings: resumes
-    recorded = (tmp_path / "study.json").read_text()
-    with pytest.raises(StudyMismatch, match=r"set \['OptimizerConfig.b1=0.0'\] -> \[\]\); use a new --out"):
-        check_study_settings(tmp_path, None, [])
-    with pytest.raises(StudyMismatch, match=r"iterations None -> 2"):
-        check_study_settings(tmp_path, 2, ["OptimizerConfig.b1=0.0"])
-    assert (tmp_path / "study.json").read_text() == recorded
+def test_a_study_folder_refuses_a_start_that_would_give_its_runs_other_values(tmp_path: Path) -> None:
+    sets = ["LossConfig.kl_coef=0.01"]
+    config = resolve_config([config_file("grpo"), config_file(CONFIG)], run_bindings(1, None, sets))
+    stored = write_resolved_config(config, tmp_path / "runs" / "grpo-seed1")
+    check_run_configs(tmp_path, None, sets)  # the same settings: resumes
+    with pytest.raises(StudyMismatch, match=r"grpo-seed1 loss\.kl_coef: 0\.01 -> 0\.0\); use a new --out"):
+        check_run_configs(tmp_path, None, [])
+    with pytest.raises(StudyMismatch, match=r"grpo-seed1 iterations: 12 -> 2"):
+        check_run_configs(tmp_path, 2, sets)
+    edited = json.loads(stored.read_text())  # as if the gin file had said otherwise when the run started
+    edited["loss"]["clip_high"] = 0.28
+    stored.write_text(json.dumps(edited))
+    with pytest.raises(StudyMismatch, match=r"grpo-seed1 loss\.clip_high: 0\.28 -> 0\.2"):
+        check_run_configs(tmp_path, None, sets)
+    write_resolved_config(dataclasses.replace(config, seed=0), stored.parent)  # the folder names seed 1
+    with pytest.raises(StudyMismatch, match=r"grpo-seed1 seed: 0 -> 1"):
+        check_run_configs(tmp_path, None, sets)
 
 
 def test_a_run_killed_while_writing_its_last_metrics_line_is_unfinished_not_an_error(tmp_path: Path) -> None:
