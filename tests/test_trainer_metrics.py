@@ -94,6 +94,20 @@ def test_resumed_writer_hides_tensorboard_steps_past_the_checkpoint(tmp_path):
     assert (3, "session_log") not in _events(files[0])
 
 
+def test_a_writer_resumed_with_nothing_restored_hides_step_0_too(tmp_path):
+    """A resume before the first checkpoint (``resumed_at=-1``) plays step 0's evaluation again: the lost
+    start's step 0 must be hidden as well, or TensorBoard shows it twice."""
+    first = MetricsWriter(tmp_path, process_index=0)
+    first.write(0, {"success_rate": 0.1}, prefix="eval/")
+    first.close()
+    time.sleep(1.1)
+    resumed = MetricsWriter(tmp_path, process_index=0, resumed_at=-1)
+    resumed.write(0, {"success_rate": 0.1}, prefix="eval/")
+    resumed.close()
+    files = sorted((tmp_path / "tensorboard").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    assert (0, "session_log") in _events(files[1])
+
+
 def test_resume_without_a_checkpoint_starts_the_metrics_again(tmp_path):
     """Killed after writing metrics but before its first checkpoint committed: the run starts again at
     iteration 0, so the lines of the lost start must go, or step 0 and iteration 1 appear twice."""
