@@ -35,4 +35,5 @@ def make_sampling_params(rollout: RolloutConfig, temperature: float) -> Sampling
         top_p=rollout.top_p,
         top_k=rollout.top_k,
         stop=ACTION_STOP if rollout.action_format == "tags" else (),
+        prefill_chunk=rollout.prefill_chunk,
     )

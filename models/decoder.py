@@ -17,7 +17,9 @@ class Decoder(nn.Module):
     added); ``segment_ids [B, T]`` (packed rows) also keep attention inside each segment. With a cache
     (``{"k", "v"}: [L, B, S, Hkv, D]``) the new keys/values are written at slots
     ``write_index .. write_index + T`` and the queries see every valid slot up to their own.
-    ``last_only`` computes the logits of the last position only (``[B, 1, V]``), as prefill needs.
+    ``last_only`` computes the logits of the last position only (``[B, 1, V]``), as prefill needs. A
+    ``write_index`` of the Python int 0 marks a one-pass prefill into an empty cache: the queries then
+    attend to the call's own keys as without a cache (in causal blocks), not to every slot of the cache.
     """
 
     config: ModelConfig
@@ -49,7 +51,7 @@ class Decoder(nn.Module):
             in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),
             length=cfg.num_layers,
             metadata_params={nn.PARTITION_NAME: "layers"},
-        )(cfg, name="layers")
+        )(cfg, fresh_cache=cache is not None and isinstance(write_index, int) and write_index == 0, name="layers")
         (h, cache, _), _ = stack(
             (h, cache, jnp.zeros((), jnp.int32)), positions, kv_valid, jnp.asarray(write_index, jnp.int32), segment_ids
         )

@@ -13,7 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from models.attention import masked_attention, splash_attention, splash_fits
+from models.attention import causal_masked_attention, masked_attention, splash_attention, splash_fits
 from models.config import ModelConfig
 
 KVCache = dict[str, jax.Array]
@@ -52,7 +52,11 @@ def rotary_embedding(x: jax.Array, positions: jax.Array, theta: float) -> jax.Ar
 
 
 class Attention(nn.Module):
+    """``fresh_cache``: the keys and values are written from slot 0 of an empty cache (a one-pass prefill),
+    so the queries attend to this call's own keys, causally, as without a cache."""
+
     config: ModelConfig
+    fresh_cache: bool = False
 
     def _project(self, x: jax.Array, name: str, heads: int, axis: str) -> jax.Array:
         cfg = self.config
@@ -98,6 +102,9 @@ class Attention(nn.Module):
             }
             keys, values = cache["k"][layer], cache["v"][layer]
             query_slots = write_index + jnp.arange(length)
+        causal = cache is None or self.fresh_cache  # key s is the token at position s
+        if self.fresh_cache:
+            keys, values, kv_valid, query_slots = k, v, kv_valid[:, :length], jnp.arange(length)
         keys = nn.with_logical_constraint(keys, ("batch", "cache_length", "kv_heads", "head_dim"))
         groups = cfg.num_heads // cfg.num_kv_heads
         q = q.reshape(batch, length, cfg.num_kv_heads, groups, cfg.head_dim)
@@ -109,7 +116,8 @@ class Attention(nn.Module):
             visible = kv_valid[:, None, :] & (key_slots[None, None, :] <= query_slots[None, :, None])  # [B, T, S]
             if segment_ids is not None:
                 visible = visible & (segment_ids[:, :, None] == segment_ids[:, None, :])
-            out = masked_attention(q, keys, values, visible, cfg.jnp_dtype)
+            attend = causal_masked_attention if causal else masked_attention
+            out = attend(q, keys, values, visible, cfg.jnp_dtype)
         out = out.reshape(batch, length, cfg.num_heads * cfg.head_dim)
         o_kernel = _param(
             self,
@@ -145,6 +153,7 @@ class DecoderLayer(nn.Module):
     in the carry and is updated in place, instead of being sliced and restacked each step."""
 
     config: ModelConfig
+    fresh_cache: bool = False
 
     @nn.compact
     def __call__(
@@ -156,7 +165,7 @@ class DecoderLayer(nn.Module):
         segment_ids: jax.Array | None = None,
     ) -> tuple[tuple[jax.Array, KVCache | None, jax.Array], None]:
         h, cache, layer = carry
-        attn_out, cache = Attention(self.config, name="attn")(
+        attn_out, cache = Attention(self.config, self.fresh_cache, name="attn")(
             RMSNorm(self.config, name="input_norm")(h), positions, kv_valid, cache, layer, write_index, segment_ids
         )
         h = h + attn_out

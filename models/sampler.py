@@ -91,6 +91,11 @@ def _prefill(
         )
         return cache, logits[:, -1]
 
+    if chunk == length:  # one pass from slot 0 (a static 0: causal blocks over the prompt's own keys)
+        logits, cache = Decoder(config).apply(
+            params, tokens, positions, kv_valid, init_cache(config, batch, cache_len), 0, last_only=True
+        )
+        return logits[:, -1], cache, kv_valid, positions[:, -1] + 1
     logits = jnp.zeros((batch, config.vocab_size), jnp.float32)
     cache, logits = jax.lax.fori_loop(0, length // chunk, body, (init_cache(config, batch, cache_len), logits))
     return logits, cache, kv_valid, positions[:, -1] + 1

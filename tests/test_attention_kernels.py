@@ -1,7 +1,8 @@
 """The splash attention kernel (``ModelSpec.attention``) computes what the masked reference computes: the
 same gradients on packed rows and on padded rows, on one device and inside ``shard_map`` on a 2x2x2 mesh.
 On CPU the kernel runs in the Pallas interpreter (``splash_interpret``); the compiled TPU kernel is
-compile-checked in ``test_tpu_compile.py``. ``splash`` itself is refused off TPU."""
+compile-checked in ``test_tpu_compile.py``. ``splash`` itself is refused off TPU. Without a cache the
+masked path runs in blocks of queries (``causal_masked_attention``): the same values, fewer scores."""
 
 from __future__ import annotations
 
@@ -98,3 +99,46 @@ def test_the_tpu_kernel_is_refused_off_tpu_and_an_unknown_kernel_is_named():
     with pytest.raises(ConfigError, match=r"ModelSpec.attention = 'flash': expected one of masked, splash"):
         check_values(TrainConfig(model=ModelSpec(attention="flash")))
     check_values(TrainConfig(model=ModelSpec(attention="splash_interpret")))
+
+
+def _attention_inputs(length: int):
+    """Two rows of ``length`` tokens: one padded after 300 tokens, one packed with three segments."""
+    ks = jax.random.split(jax.random.PRNGKey(5), 3)
+    q = jax.random.normal(ks[0], (2, length, 2, 2, 16))
+    k, v = (jax.random.normal(key, (2, length, 2, 16)) for key in ks[1:])
+    segments = np.zeros((2, length), np.int32)
+    segments[0, :300] = 1
+    segments[1, :100], segments[1, 100:250], segments[1, 250:] = 1, 2, 3
+    causal = np.tril(np.ones((length, length), bool))
+    visible = causal[None] & (segments[:, :, None] == segments[:, None, :]) & (segments[:, None, :] > 0)
+    return q, k, v, jnp.asarray(visible), segments > 0
+
+
+def test_causal_blocks_give_the_masked_values_and_skip_the_hidden_scores():
+    from models.attention import causal_masked_attention, masked_attention
+
+    q, k, v, visible, real = _attention_inputs(384)  # three blocks of 128
+    want = masked_attention(q, k, v, visible, jnp.float32)
+    got = causal_masked_attention(q, k, v, visible, jnp.float32)
+    np.testing.assert_allclose(np.asarray(got)[real], np.asarray(want)[real], rtol=1e-5, atol=1e-6)
+    flops = [
+        jax.jit(f, static_argnums=4).lower(q, k, v, visible, jnp.float32).compile().cost_analysis()
+        for f in (masked_attention, causal_masked_attention)
+    ]
+    flops = [(c[0] if isinstance(c, list) else c)["flops"] for c in flops]
+    assert flops[1] < 0.75 * flops[0]  # 6 of the 9 blocks of scores (XLA's cost-analysis estimate)
+
+
+def test_the_decoder_without_a_cache_gives_the_one_block_logits(tiny, monkeypatch):
+    """The layers' blocked path (lengths over one block) against the same layers with one block."""
+    import models.layers
+    from models.attention import masked_attention
+    from models.decoder import forward
+
+    tokens = jax.random.randint(jax.random.PRNGKey(1), (2, 256), 0, tiny.config.vocab_size)
+    mask = jnp.asarray(np.arange(256)[None] < np.array([[256], [200]]))
+    blocked = forward(tiny.config, tiny.params, tokens, mask)
+    monkeypatch.setattr(models.layers, "causal_masked_attention", masked_attention)
+    one_block = forward(tiny.config, tiny.params, tokens, mask)
+    real = np.asarray(mask)
+    np.testing.assert_allclose(np.asarray(blocked)[real], np.asarray(one_block)[real], rtol=1e-5, atol=1e-5)

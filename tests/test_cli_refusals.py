@@ -53,6 +53,7 @@ def _error_lines(capsys) -> list[str]:
         ("RolloutConfig.group_size=0", "RolloutConfig.group_size = 0: expected at least 1"),
         ("RolloutConfig.max_turns=0", "RolloutConfig.max_turns = 0: expected at least 1"),
         ("TrainConfig.iterations=-1", "TrainConfig.iterations = -1: expected at least 0"),
+        ("RolloutConfig.prefill_chunk=384", "RolloutConfig.prefill_chunk = 384: expected a power of two"),
         ("RolloutConfig.top_p=1.5", "RolloutConfig.top_p = 1.5: expected at most 1"),
     ],
 )

@@ -18,12 +18,18 @@ def tiny(tiny_qwen2_dir, qwen_tokenizer):
     return lm, Sampler(lm.config, qwen_tokenizer, eos_ids=(7,))
 
 
-def test_prefill_in_chunks_samples_the_same_tokens_and_logprobs_as_one_pass(tiny):
-    """Prompts of 5, 40 and 64 tokens left-padded to the 64 bucket: in 16-token chunks the short prompt's
-    first chunks are all padding, and the long one's attention crosses three chunk boundaries."""
+@pytest.mark.parametrize(
+    ("lengths", "chunks"),
+    [((5, 40, 64), (64, 16)), ((5, 150, 256), (256, 64))],
+    ids=["one-block-pass", "causal-blocks-pass"],
+)
+def test_prefill_in_chunks_samples_the_same_tokens_and_logprobs_as_one_pass(tiny, lengths, chunks):
+    """Prompts left-padded to their bucket: in chunks the short prompt's first chunks are all padding,
+    and the long one's attention crosses chunk boundaries. The one pass attends to the prompt's own keys
+    (a 256-token prompt in two causal blocks of 128), the chunks to the cache slots written so far."""
     lm, sampler = tiny
     rng = np.random.default_rng(0)
-    prompts = [rng.integers(8, lm.config.vocab_size, n).tolist() for n in (5, 40, 64)]
+    prompts = [rng.integers(8, lm.config.vocab_size, n).tolist() for n in lengths]
     out = {
         chunk: sampler.generate(
             lm.params,
@@ -31,11 +37,12 @@ def test_prefill_in_chunks_samples_the_same_tokens_and_logprobs_as_one_pass(tiny
             SamplingParams(max_new_tokens=12, temperature=1.0, prefill_chunk=chunk),
             jax.random.PRNGKey(5),
         )
-        for chunk in (64, 16)
+        for chunk in chunks
     }
-    assert out[16].tokens == out[64].tokens
-    for chunked, whole in zip(out[16].logprobs, out[64].logprobs, strict=True):
-        np.testing.assert_allclose(chunked, whole, atol=1e-5)
+    one_pass, chunked = (out[c] for c in chunks)
+    assert chunked.tokens == one_pass.tokens
+    for a, b in zip(chunked.logprobs, one_pass.logprobs, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 def test_prefill_in_chunks_holds_a_fraction_of_the_temporaries(tiny):
