@@ -219,3 +219,14 @@ def test_final_evaluations_pair_every_run_seed_with_the_baseline_and_pool_episod
     assert main([*args[:5], str(refused), "--baseline", str(tmp_path / "nothing")]) == 2
     assert "--baseline" in (err := capsys.readouterr().err) and "no <split>.jsonl" in err
     assert not refused.exists()  # refused before anything is written
+
+
+def test_the_curves_seed_band_is_the_sample_std_as_in_the_tables():
+    from ggtrain.report.sections import _mean_band
+
+    steps = np.array([1, 2])
+    common, mean, band = _mean_band([(steps, np.array([0.0, 0.5])), (steps, np.array([1.0, 0.5]))])
+    assert common == [1, 2]
+    np.testing.assert_allclose(mean, [0.5, 0.5])
+    np.testing.assert_allclose(band, [np.sqrt(0.5), 0.0])  # the population std would be 0.5
+    assert _mean_band([(steps, np.array([0.2, 0.4]))])[2].tolist() == [0.0, 0.0]

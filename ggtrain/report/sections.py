@@ -54,16 +54,17 @@ def _unfinished(run: Run) -> bool:
 
 
 def _mean_band(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[Any], np.ndarray, np.ndarray]:
-    """The iterations every curve has, with the mean and std over the curves there."""
+    """The iterations every curve has, with the mean and the sample std over the curves there (as the
+    tables'; 0, no band, for one curve)."""
     common = sorted(set.intersection(*[set(s.tolist()) for s, _ in curves])) if curves else []
     if not common:
         return [], np.zeros(0), np.zeros(0)
     stack = np.asarray([[v[list(s).index(c)] for c in common] for s, v in curves])
-    return common, stack.mean(0), stack.std(0)
+    return common, stack.mean(0), stack.std(0, ddof=1) if len(stack) > 1 else np.zeros(len(common))
 
 
 def success_curves(groups: Groups, out: Path) -> list[str]:
-    """Training and evaluation success per iteration: the mean over seeds with a ± std band."""
+    """Training and evaluation success per iteration: the mean over seeds with a ± sample std band."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for method, group in sorted(groups.items()):
@@ -79,7 +80,10 @@ def success_curves(groups: Groups, out: Path) -> list[str]:
         ax.set_title(title)
         ax.set_xlabel("iteration")
         ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no run has these", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(out / "success_curves.png", dpi=120)
     plt.close(fig)
