@@ -12,8 +12,9 @@ Inputs: the architecture of `tiny-alfworld` (``ggtrain.policies.tiny_alfworld.AR
 tokenizer; random weights: the time does not depend on them) and the prompts of the expert walkthroughs
 of ``--games`` valid_seen games as the quickstart renders them (reference prompt, history 1, the tracked
 state). Measured: forward and forward + backward (token NLL) of 32 packed rows of 768 tokens (the
-quickstart's ``pack_length``) and of 32 padded rows at their length bucket, and ``Sampler.generate`` of 16
-and 32 prompts with 24 new tokens. Median seconds of ``--repeats`` calls after a compile call.
+quickstart's ``pack_length``, first fit in order of length) and of the 32 shortest prompts padded to
+their length bucket, and ``Sampler.generate`` of a seeded sample of 16 and of 32 prompts with 24 new
+tokens. Median seconds of ``--repeats`` calls after a compile call.
 
     python experiments/bench/causal_blocks.py --out experiments/bench/results_causal_blocks_cpu.json
 """
@@ -86,7 +87,7 @@ def timed(fn: Callable[..., Any], args: tuple, repeats: int) -> float:
     return median_time(lambda: jax.block_until_ready(fn(*args)), repeats)
 
 
-def model_timings(config: Any, params: Any, prompts: list[list[int]], pad: int, repeats: int) -> dict[str, float]:
+def model_timings(config: Any, params: Any, prompts: list[list[int]], pad: int, repeats: int) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
 
@@ -100,7 +101,7 @@ def model_timings(config: Any, params: Any, prompts: list[list[int]], pad: int, 
     packed, segments = (jnp.asarray(x) for x in packed_rows(prompts, pad))
     padded, mask = (jnp.asarray(x) for x in padded_rows(prompts, pad))
     cases = {"packed": (packed, segments > 0, segments), "padded": (padded, mask, None)}
-    out = {}
+    out: dict[str, Any] = {"packed_prompts": int(segments.max(axis=1).sum()), "padded_length": padded.shape[1]}
     for name, (tokens, m, seg) in cases.items():
         fwd = jax.jit(lambda p, t, m, s: forward(config, p, t, m, segment_ids=s).sum())
         grad = jax.jit(jax.value_and_grad(nll))
@@ -127,7 +128,7 @@ def sampler_timings(sampler: Any, params: Any, prompts: list[list[int]], chunk: 
     return out
 
 
-def side(name: str, patch: Callable[[], Any], run: Callable[[], dict[str, float]]) -> dict[str, float]:
+def side(name: str, patch: Callable[[], Any], run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     undo = patch()
     try:
         result = run()
