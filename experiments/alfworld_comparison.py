@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -75,24 +76,43 @@ class StudyMismatch(ValueError):
     """The folder holds a study run with other settings: its finished runs would be skipped, not redone."""
 
 
+WARM_START_SECTIONS = ("data_dir", "model", "rollout", "eval")  # what decides how the warm start plays
+
+
 def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> None:
     """Refuses a start under which any run already in ``out/runs`` would resolve to other values than its
     ``config.json`` (finished runs are skipped by their files alone, so a changed ``--set``,
-    ``--iterations`` or gin file would silently mix two configurations in one report). The resolved
-    values are compared, so an edit that changes no value (a comment) is not a change."""
-    from ggtrain.config import config_differences, config_file, config_from_dict, config_to_dict, resolve_config
+    ``--iterations`` or gin file would silently mix two configurations in one report), or under which the
+    warm start would be evaluated with other games, prompt, sampling or model (``WARM_START_SECTIONS``:
+    its advantage and optimizer settings never change what it plays). The resolved values are compared,
+    so an edit that changes no value (a comment) is not a change."""
+    from ggtrain.config import config_file, resolve_config
 
     changed = []
     for stored in sorted(out.glob("runs/*-seed*/config.json")):
         method, _, seed = stored.parent.name.rpartition("-seed")
-        if method not in METHODS or not seed.isdigit():
-            continue
-        files = [config_file(method), config_file(CONFIG)]
-        now = config_to_dict(resolve_config(files, run_bindings(int(seed), iterations, sets)))
-        then = config_to_dict(config_from_dict(json.loads(stored.read_text())))
-        changed += [f"{stored.parent.name} {k}: {a!r} -> {b!r}" for k, (a, b) in config_differences(then, now).items()]
+        if method in METHODS and seed.isdigit():
+            files = [config_file(method), config_file(CONFIG)]
+            now = resolve_config(files, run_bindings(int(seed), iterations, sets))
+            changed += _changes(stored, now, None)
+    warm = out / "warm_start" / "config.json"
+    if warm.exists():
+        changed += _changes(
+            warm, resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets), WARM_START_SECTIONS
+        )
     if changed:
         raise StudyMismatch(f"{out}: its runs were made with other settings ({'; '.join(changed)}); use a new --out")
+
+
+def _changes(stored: Path, now: Any, sections: tuple[str, ...] | None) -> list[str]:
+    """``"<folder> section.field: old -> new"`` for each value the folder's config.json and ``now`` disagree
+    on (in ``sections`` only, when given)."""
+    from ggtrain.config import config_differences, config_from_dict, config_to_dict
+
+    then, new = config_to_dict(config_from_dict(json.loads(stored.read_text()))), config_to_dict(now)
+    if sections is not None:
+        then, new = ({k: d[k] for k in sections} for d in (then, new))
+    return [f"{stored.parent.name} {k}: {a!r} -> {b!r}" for k, (a, b) in config_differences(then, new).items()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -118,7 +118,7 @@ class RolloutConfig:
     max_new_tokens: int = 512
     # prompt tokens per prefill step (a power of two); a prompt no longer than it prefills in one pass,
     # attending to its own keys in causal blocks (models.sampler). 256 keeps a 1.5B model's 2,048-token
-    # prompts within a 16 GiB chip; a small model on CPU prefills faster in one pass
+    # prompts within a 16 GiB chip; a small model has no memory to save (the quickstart sets 1,024)
     prefill_chunk: int = 256
     temperature: float = 1.0
     top_p: float = 1.0

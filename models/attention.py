@@ -41,8 +41,9 @@ def causal_masked_attention(
     """:func:`masked_attention` without a cache (key ``s`` is the token at position ``s``, and ``visible``
     hides every key after its query), ``block`` queries at a time against the keys up to the block's
     last one: the scores above the diagonal are never computed (at 512 tokens in blocks of 128, 6 of
-    every 16). The same values on every query, up to the order of the sums. A length that is not a
-    multiple of ``block``, or no longer than it, takes the one-block path."""
+    every 16). The same values on every query that sees a key, up to the order of the sums (a query that
+    sees none, padding, averages the values of its block's keys instead of all; nothing reads it). A
+    length that is not a multiple of ``block``, or no longer than it, takes the one-block path."""
     length = q.shape[1]
     if length <= block or length % block:
         return masked_attention(q, k, v, visible, dtype)

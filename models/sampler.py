@@ -36,7 +36,8 @@ class SamplingParams:
     chunk: int = 16
     # prompt tokens per prefill step: the attention scores of one step are [prefill_chunk, cache length],
     # not [prompt bucket, cache length]; for Qwen2.5-1.5B, 32 prompts of 2,048 tokens prefill on a 16 GiB
-    # v5e chip in 256-token chunks (14.3 GiB), not in 512 (16.5) or one pass (20.5 GiB of temporaries)
+    # v5e chip in 256-token chunks (14.3 GiB), not in 512 (16.5) or one pass (20.5 GiB of temporaries;
+    # measured before a prompt of one chunk took the one pass in causal blocks, `_prefill`)
     prefill_chunk: int = 256
 
     def __post_init__(self) -> None:
@@ -76,8 +77,10 @@ class Generation:
 def _prefill(
     config: ModelConfig, params: Any, tokens: jax.Array, prompt_valid: jax.Array, cache_len: int, chunk: int
 ) -> tuple[jax.Array, Any, jax.Array, jax.Array]:
-    """The prompt through the decoder ``chunk`` tokens at a time (one chunk when the prompt is shorter),
-    each chunk writing its keys and values into the cache and attending to the slots written so far."""
+    """The prompt through the decoder ``chunk`` tokens at a time, each chunk writing its keys and values
+    into the cache and attending to every slot of the cache (the causal mask hides those not written yet).
+    A prompt no longer than ``chunk`` takes one pass that attends to its own keys in causal blocks
+    (``write_index`` the Python int 0: ``Decoder``), so the slots after the prompt are never scored."""
     batch, length = tokens.shape
     chunk = min(chunk, length)
     kv_valid = jnp.zeros((batch, cache_len), bool).at[:, :length].set(prompt_valid)

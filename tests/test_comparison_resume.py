@@ -72,3 +72,11 @@ def test_a_run_killed_while_writing_its_last_metrics_line_is_unfinished_not_an_e
     assert not finished(run)
     (run / "metrics.jsonl").write_text(done)
     assert finished(run)
+
+
+def test_a_study_folder_refuses_a_start_that_would_play_the_warm_start_otherwise(tmp_path: Path) -> None:
+    warm = resolve_config([config_file("graphgpo"), config_file(CONFIG)], ["AdvantageConfig.invalid_penalty=0.1"])
+    write_resolved_config(warm, tmp_path / "warm_start")
+    check_run_configs(tmp_path, None, [])  # its advantages never change what it plays
+    with pytest.raises(StudyMismatch, match=r"warm_start rollout\.max_turns: 25 -> 30"):
+        check_run_configs(tmp_path, None, ["RolloutConfig.max_turns=30"])

@@ -3,6 +3,8 @@ temporaries (what lets 32 environments x 2,048 prompt tokens prefill on a 16 GiB
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,8 +48,9 @@ def test_prefill_in_chunks_samples_the_same_tokens_and_logprobs_as_one_pass(tiny
 
 
 def test_prefill_in_chunks_holds_a_fraction_of_the_temporaries(tiny):
-    """The attention scores are [chunk, cache] per step instead of [prompt, cache]: measured on XLA:CPU
-    for 4 prompts of 256 tokens, 14.3 MB of temporaries in one pass, 1.5 MB in 32-token chunks."""
+    """The attention scores are [chunk, cache] per step instead of [prompt, cache] (in the one pass, two
+    causal blocks of 128 queries): measured on XLA:CPU for 4 prompts of 256 tokens, 7.3 MB of temporaries
+    in one pass (14.3 MB before the causal blocks), 1.5 MB in 32-token chunks."""
     lm, _ = tiny
     tokens = jax.ShapeDtypeStruct((4, 256), jnp.int32)
     valid = jax.ShapeDtypeStruct((4, 256), jnp.bool_)
@@ -63,3 +66,19 @@ def test_prefill_in_chunks_holds_a_fraction_of_the_temporaries(tiny):
 def test_prefill_chunk_that_is_no_power_of_two_is_refused(chunk):
     with pytest.raises(ValueError, match=f"prefill_chunk={chunk}"):
         SamplingParams(prefill_chunk=chunk)
+
+
+@pytest.mark.parametrize("remat", [False, True], ids=["scan", "remat"])
+def test_the_one_pass_prefill_scores_the_prompts_own_keys_in_causal_blocks(tiny, remat):
+    """The scores of the one pass are [128 queries, 128 or 256 keys] (``fresh_cache`` reaches the layers,
+    through ``nn.remat`` too); in 128-token chunks every chunk scores all 272 cache slots."""
+    lm, _ = tiny
+    tokens, valid = jax.ShapeDtypeStruct((2, 256), jnp.int32), jax.ShapeDtypeStruct((2, 256), jnp.bool_)
+    config = lm.config.replace(remat=remat)
+
+    def scores(chunk: int) -> set[str]:
+        text = _prefill.lower(config, lm.params, tokens, valid, 272, chunk).as_text()
+        return set(re.findall(r"tensor<2x2x2x128x(\d+)xf32>", text)) - {"1"}
+
+    assert scores(256) == {"128", "256"}
+    assert scores(128) == {"272"}

@@ -6,7 +6,9 @@ Without a cache the decoder attends a block of 128 queries at a time to the keys
 hid half of them. The sampler's prefill of a prompt no longer than ``RolloutConfig.prefill_chunk`` now
 takes one pass in those blocks; before, the quickstart prefilled in 256-token chunks, each scoring every
 slot of the cache. Both sides run in this process, one after the other, on the same inputs: the old side
-puts the one-block function back in the layers and samples with 256-token prefill chunks.
+puts the one-block function back in the layers and samples with 256-token prefill chunks (the old code's
+path for prompt buckets over 256 tokens, as all measured here; a bucket of at most 256 would take the new
+one-pass path on both sides). The sampling rows change two things at once, the blocks and the chunk.
 
 Inputs: the architecture of `tiny-alfworld` (``ggtrain.policies.tiny_alfworld.ARCHITECTURE``, its
 tokenizer; random weights: the time does not depend on them) and the prompts of the expert walkthroughs
