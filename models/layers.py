@@ -90,21 +90,19 @@ class Attention(nn.Module):
         k = rotary_embedding(self._project(x, "k", cfg.num_kv_heads, "kv_heads"), positions, cfg.rope_theta)
         v = self._project(x, "v", cfg.num_kv_heads, "kv_heads")
         q = nn.with_logical_constraint(q, ("batch", "length", "heads", "head_dim"))
-        if cache is None:
-            keys, values = k, v
-            query_slots = jnp.arange(length)
-        else:
+        if cache is not None:
             zero = jnp.zeros((), jnp.int32)
             start = (layer, zero, write_index, zero, zero)
             cache = {
                 "k": jax.lax.dynamic_update_slice(cache["k"], k[None].astype(cache["k"].dtype), start),
                 "v": jax.lax.dynamic_update_slice(cache["v"], v[None].astype(cache["v"].dtype), start),
             }
+        if cache is not None and not self.fresh_cache:
             keys, values = cache["k"][layer], cache["v"][layer]
             query_slots = write_index + jnp.arange(length)
-        causal = cache is None or self.fresh_cache  # key s is the token at position s
-        if self.fresh_cache:
+        else:  # key s is the token at position s: this call's own keys, causally
             keys, values, kv_valid, query_slots = k, v, kv_valid[:, :length], jnp.arange(length)
+        causal = cache is None or self.fresh_cache
         keys = nn.with_logical_constraint(keys, ("batch", "cache_length", "kv_heads", "head_dim"))
         groups = cfg.num_heads // cfg.num_kv_heads
         q = q.reshape(batch, length, cfg.num_kv_heads, groups, cfg.head_dim)
