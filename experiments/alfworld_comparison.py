@@ -1,10 +1,12 @@
 """The estimators compared on real ALFWorld: GRPO, GiGPO, GraphGPO, graph-only and GGPO x seeds 0, 1, 2, all
-from the `tiny-alfworld` warm start (``configs/alfworld_comparison.gin``); every run and the warm start
-evaluated on all 140 valid_seen and all 134 valid_unseen games (one seeded episode per game), then one
-report over everything. Resumable: finished runs and evaluations are skipped, an interrupted run resumes
-from its last checkpoint (every iteration is checkpointed, so at most one iteration is lost). A start
-whose settings (``--iterations``, ``--set``, the gin files) would give any existing run other values than
-its ``config.json`` holds is refused before anything runs.
+from one warm start (``configs/alfworld_comparison.gin``'s ``ModelSpec.path``: a `tiny-alfworld` build kept
+in the repository); every run and the warm start evaluated on all 140 valid_seen and all 134 valid_unseen
+games (one seeded episode per game), then one report over everything. Resumable: finished runs and
+evaluations are skipped, an interrupted run resumes from its last checkpoint (every iteration is
+checkpointed, so at most one iteration is lost). Refused before anything runs: a start whose settings
+(``--iterations``, ``--set``, the gin files) would give any existing run other values than its
+``config.json`` holds, and a start whose warm-start files differ from those any existing run or the warm
+start's evaluation recorded in its manifest.
 
     python experiments/alfworld_comparison.py --out experiments/results/alfworld_comparison
     python experiments/alfworld_comparison.py --methods graphgpo --seeds 0 --iterations 2 --out /tmp/cmp
@@ -104,6 +106,40 @@ def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> Non
         raise StudyMismatch(f"{out}: its runs were made with other settings ({'; '.join(changed)}); use a new --out")
 
 
+def study_model(sets: list[str]) -> tuple[str, Path]:
+    """The warm start every run of the study starts from: the config's ``ModelSpec.path`` as written (an
+    alias, or a directory relative to the repository root, where every command of the study runs) and
+    the directory it names."""
+    from ggtrain.config import config_file, resolve_config
+    from ggtrain.policies.registry import model_aliases, resolve_model
+
+    path = resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets).model.path
+    return path, resolve_model(path if path in model_aliases() else str(ROOT / path))
+
+
+def check_warm_start_files(out: Path, model_dir: Path) -> None:
+    """Refuses a start whose warm-start files (``model_hashes``: the weights, config and tokenizer) differ
+    from those a run in ``out/runs`` started from or the warm start's evaluation played with, by their
+    manifests. The configs alone cannot tell: an alias or a path names the same folder after a rebuild."""
+    from ggtrain.manifest import model_hashes
+
+    now, changed = model_hashes(model_dir), []
+    runs = sorted(out.glob("runs/*-seed*/manifest.json"))
+    recorded = [(m, json.loads(m.read_text()).get("model_files", {})) for m in runs]
+    warm = out / "warm_start" / "manifest.json"
+    if warm.exists():
+        events = json.loads(warm.read_text()).get("events", [])
+        recorded += [(warm, e.get("model_files", {})) for e in events if e.get("kind") == "evaluation"]
+    for manifest, files in recorded:
+        then = files.get("sha256") or {}
+        for name in sorted(n for n in then.keys() | now.keys() if then and then.get(n) != now.get(n)):
+            was, new = then.get(name, "absent")[:12], now.get(name, "absent")[:12]
+            changed.append(f"{manifest.parent.name} {name}: {was} -> {new}")
+    if changed:
+        detail = "; ".join(changed)
+        raise StudyMismatch(f"{out}: its runs started from other files than {model_dir} ({detail}); use a new --out")
+
+
 def _changes(stored: Path, now: Any, sections: tuple[str, ...] | None) -> list[str]:
     """``"<folder> section.field: old -> new"`` for each value the folder's config.json and ``now`` disagree
     on (in ``sections`` only, when given)."""
@@ -126,9 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out).absolute()
     check_run_configs(out, args.iterations, args.set)
+    try:
+        model, model_dir = study_model(args.set)
+    except ValueError as missing:  # not a model directory, nor an alias
+        parser.error(str(missing))
+    check_warm_start_files(out, model_dir)
     env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
     warm = out / "warm_start"
-    code = final_evaluations(["--model", "tiny-alfworld"], warm, warm / "eval.log", env, args.set)
+    code = final_evaluations(["--model", model], warm, warm / "eval.log", env, args.set)
     if code:
         return code
     runs, timings = [], {}
