@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from experiments.alfworld_comparison import CONFIG, StudyMismatch, check_run_configs, run_bindings
+from experiments.alfworld_comparison import (
+    CONFIG,
+    StudyMismatch,
+    check_run_configs,
+    check_warm_start_files,
+    run_bindings,
+    study_model,
+)
 from experiments.builtin_comparison import StrayRunFolder, finished, run_dir_flags
 from ggtrain.config import config_file, resolve_config, write_resolved_config
+from ggtrain.manifest import model_hashes
 
 
 def test_a_missing_run_starts_new(tmp_path: Path) -> None:
@@ -45,11 +54,11 @@ def test_checkpoints_without_config_are_refused_naming_the_folder(tmp_path: Path
 
 
 def test_a_study_folder_refuses_a_start_that_would_give_its_runs_other_values(tmp_path: Path) -> None:
-    sets = ["LossConfig.kl_coef=0.01"]
+    sets = ["LossConfig.kl_coef=0.02"]
     config = resolve_config([config_file("grpo"), config_file(CONFIG)], run_bindings(1, None, sets))
     stored = write_resolved_config(config, tmp_path / "runs" / "grpo-seed1")
     check_run_configs(tmp_path, None, sets)  # the same settings: resumes
-    with pytest.raises(StudyMismatch, match=r"grpo-seed1 loss\.kl_coef: 0\.01 -> 0\.0\); use a new --out"):
+    with pytest.raises(StudyMismatch, match=r"grpo-seed1 loss\.kl_coef: 0\.02 -> 0\.01\); use a new --out"):
         check_run_configs(tmp_path, None, [])
     with pytest.raises(StudyMismatch, match=r"grpo-seed1 iterations: 12 -> 2"):
         check_run_configs(tmp_path, 2, sets)
@@ -80,3 +89,27 @@ def test_a_study_folder_refuses_a_start_that_would_play_the_warm_start_otherwise
     check_run_configs(tmp_path, None, [])  # its advantages never change what it plays
     with pytest.raises(StudyMismatch, match=r"warm_start rollout\.max_turns: 25 -> 30"):
         check_run_configs(tmp_path, None, ["RolloutConfig.max_turns=30"])
+
+
+def test_a_study_folder_refuses_a_start_from_other_warm_start_weights(tmp_path: Path) -> None:
+    _, committed = study_model([])
+    weights = shutil.copytree(committed, tmp_path / "model")
+    run = tmp_path / "study" / "runs" / "grpo-seed0"
+    run.mkdir(parents=True)
+    recorded = {"model_files": {"path": str(committed), "sha256": model_hashes(weights)}}
+    (run / "manifest.json").write_text(json.dumps(recorded))
+    check_warm_start_files(tmp_path / "study", weights)  # the same files: resumes
+    blob = bytearray((weights / "model.safetensors").read_bytes())
+    blob[-1] ^= 1  # a rebuild's last bits
+    (weights / "model.safetensors").write_bytes(bytes(blob))
+    was = recorded["model_files"]["sha256"]["model.safetensors"][:12]
+    with pytest.raises(StudyMismatch, match=rf"grpo-seed0 model\.safetensors: {was} -> [0-9a-f]{{12}}\); use a new"):
+        check_warm_start_files(tmp_path / "study", weights)
+
+
+def test_the_committed_warm_start_is_the_one_its_evaluation_played() -> None:
+    path, model_dir = study_model([])
+    assert path == "experiments/results/alfworld_comparison/warm_start/model"
+    check_warm_start_files(model_dir.parent.parent, model_dir)  # the study's own folder, as committed
+    events = json.loads((model_dir.parent / "manifest.json").read_text())["events"]
+    assert {e["split"] for e in events} == {"valid_seen", "valid_unseen"}
