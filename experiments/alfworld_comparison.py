@@ -74,6 +74,12 @@ def final_evaluations(source: list[str], out: Path, log: Path, env: dict[str, st
     return 0
 
 
+def study_run(folder: Path) -> bool:
+    """``<method>-seed<k>``: one of the study's runs (not a folder moved aside as ``….unfinished-<time>``)."""
+    method, _, seed = folder.name.rpartition("-seed")
+    return method in METHODS and seed.isdigit()
+
+
 class StudyMismatch(ValueError):
     """The folder holds a study run with other settings: its finished runs would be skipped, not redone."""
 
@@ -92,8 +98,8 @@ def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> Non
 
     changed = []
     for stored in sorted(out.glob("runs/*-seed*/config.json")):
-        method, _, seed = stored.parent.name.rpartition("-seed")
-        if method in METHODS and seed.isdigit():
+        if study_run(stored.parent):
+            method, _, seed = stored.parent.name.rpartition("-seed")
             files = [config_file(method), config_file(CONFIG)]
             now = resolve_config(files, run_bindings(int(seed), iterations, sets))
             changed += _changes(stored, now, None)
@@ -114,7 +120,9 @@ def study_model(sets: list[str]) -> tuple[str, Path]:
     from ggtrain.policies.registry import model_aliases, resolve_model
 
     path = resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets).model.path
-    return path, resolve_model(path if path in model_aliases() else str(ROOT / path))
+    if path in model_aliases():
+        return path, resolve_model(path)
+    return path, resolve_model(str(ROOT / Path(path).expanduser()))  # an absolute path stays as it is
 
 
 def check_warm_start_files(out: Path, model_dir: Path) -> None:
@@ -124,7 +132,7 @@ def check_warm_start_files(out: Path, model_dir: Path) -> None:
     from ggtrain.manifest import model_hashes
 
     now, changed = model_hashes(model_dir), []
-    runs = sorted(out.glob("runs/*-seed*/manifest.json"))
+    runs = [m for m in sorted(out.glob("runs/*-seed*/manifest.json")) if study_run(m.parent)]
     recorded = [(m, json.loads(m.read_text()).get("model_files", {})) for m in runs]
     warm = out / "warm_start" / "manifest.json"
     if warm.exists():

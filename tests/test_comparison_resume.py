@@ -94,22 +94,33 @@ def test_a_study_folder_refuses_a_start_that_would_play_the_warm_start_otherwise
 def test_a_study_folder_refuses_a_start_from_other_warm_start_weights(tmp_path: Path) -> None:
     _, committed = study_model([])
     weights = shutil.copytree(committed, tmp_path / "model")
-    run = tmp_path / "study" / "runs" / "grpo-seed0"
-    run.mkdir(parents=True)
-    recorded = {"model_files": {"path": str(committed), "sha256": model_hashes(weights)}}
-    (run / "manifest.json").write_text(json.dumps(recorded))
-    check_warm_start_files(tmp_path / "study", weights)  # the same files: resumes
+    study = tmp_path / "study"
+    recorded = {"path": str(committed), "sha256": model_hashes(weights)}
+    run, aside = study / "runs" / "grpo-seed0", study / "runs" / "gigpo-seed0.unfinished-1"
+    for folder in (run, aside, study / "warm_start"):
+        folder.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"model_files": recorded}))
+    warm_event = {"kind": "evaluation", "split": "valid_seen", "model_files": recorded}
+    (study / "warm_start" / "manifest.json").write_text(json.dumps({"model_files": {}, "events": [warm_event]}))
+    other = {"model_files": {"sha256": {"model.safetensors": "0" * 64}}}
+    (aside / "manifest.json").write_text(json.dumps(other))  # moved aside: not one of the study's runs
+    check_warm_start_files(study, weights)  # the same files: resumes
     blob = bytearray((weights / "model.safetensors").read_bytes())
     blob[-1] ^= 1  # a rebuild's last bits
     (weights / "model.safetensors").write_bytes(bytes(blob))
-    was = recorded["model_files"]["sha256"]["model.safetensors"][:12]
-    with pytest.raises(StudyMismatch, match=rf"grpo-seed0 model\.safetensors: {was} -> [0-9a-f]{{12}}\); use a new"):
-        check_warm_start_files(tmp_path / "study", weights)
+    was = recorded["sha256"]["model.safetensors"][:12]
+    with pytest.raises(StudyMismatch, match=rf"grpo-seed0 model\.safetensors: {was} -> [0-9a-f]{{12}}; warm_start"):
+        check_warm_start_files(study, weights)
+    (run / "manifest.json").unlink()
+    with pytest.raises(StudyMismatch, match=rf"\(warm_start model\.safetensors: {was} -> [0-9a-f]{{12}}\)"):
+        check_warm_start_files(study, weights)
 
 
 def test_the_committed_warm_start_is_the_one_its_evaluation_played() -> None:
     path, model_dir = study_model([])
     assert path == "experiments/results/alfworld_comparison/warm_start/model"
-    check_warm_start_files(model_dir.parent.parent, model_dir)  # the study's own folder, as committed
     events = json.loads((model_dir.parent / "manifest.json").read_text())["events"]
     assert {e["split"] for e in events} == {"valid_seen", "valid_unseen"}
+    assert all(e["model_files"]["sha256"] == model_hashes(model_dir) for e in events)
+    sums = dict(line.split()[::-1] for line in (model_dir / "SHA256SUMS").read_text().splitlines())
+    assert sums == model_hashes(model_dir)
