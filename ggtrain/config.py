@@ -61,6 +61,10 @@ class OptimizerConfig:
     schedule: str = "constant"  # constant | linear | cosine (after warmup)
     warmup_steps: int = 0
     total_steps: int = 150
+    # no optimizer step on a mini-batch whose advantages are all 0 on every host: there the policy term has
+    # no gradient, and a KL or entropy term alone would move the weights, Adam scaling even a rounding-noise
+    # gradient to a step of about the learning rate (experiments/results/alfworld_comparison/README.md)
+    skip_zero_advantage_steps: bool = False
 
 
 @gin.configurable

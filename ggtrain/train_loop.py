@@ -268,16 +268,22 @@ def epoch_batches(
 def update_policy(
     run: OpenedRun, iteration: int, turns: list[Turn], advantages: np.ndarray
 ) -> tuple[dict[str, float], float]:
-    """``BatchConfig.epochs`` passes of optimizer steps; returns the update metrics and the seconds."""
+    """``BatchConfig.epochs`` passes of optimizer steps; returns the update metrics and the seconds. With
+    ``OptimizerConfig.skip_zero_advantage_steps`` a mini-batch without a nonzero advantage on any host
+    takes no step, and ``skipped_steps`` counts them."""
     update = MetricAccumulator()
     t0 = time.perf_counter()
     epochs = update_epochs(run, iteration, turns)
+    skip, skipped = run.config.optimizer.skip_zero_advantage_steps, 0
     with _bar(run.show_progress, sum(e.batches for e in epochs), f"iter {iteration + 1} update", "step") as bar:
         for epoch in epochs:
             for batch in epoch_batches(run, turns, advantages, epoch):
-                update.add(run.updater.update(batch))
+                if skip and not any(run.host.exchange("advantage_signal", bool(np.any(batch["advantages"])))):
+                    skipped += 1
+                else:
+                    update.add(run.updater.update(batch))
                 bar.update(1)
-    return update.means(), time.perf_counter() - t0
+    return update.means() | ({"skipped_steps": float(skipped)} if skip else {}), time.perf_counter() - t0
 
 
 def evaluation_due(config: TrainConfig, iteration: int) -> bool:
