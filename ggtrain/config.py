@@ -63,7 +63,9 @@ class OptimizerConfig:
     total_steps: int = 150
     # no optimizer step on a mini-batch whose advantages are all 0 on every host: there the policy term has
     # no gradient, and a KL or entropy term alone would move the weights, Adam scaling even a rounding-noise
-    # gradient to a step of about the learning rate (experiments/results/alfworld_comparison/README.md)
+    # gradient to a step of about the learning rate (experiments/results/alfworld_comparison/attempt7_kl/).
+    # A skipped step is not an optimizer step: Adam's bias correction, the schedule and the policy refresh
+    # intervals count only the steps taken.
     skip_zero_advantage_steps: bool = False
 
 
