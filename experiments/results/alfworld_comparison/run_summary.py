@@ -1,7 +1,8 @@
 """The figures each run's paragraph in README.md quotes, from the run's committed files: won training
 episodes per iteration (train/success_rate x 16 rollouts), the mid-run evaluations' wins, the final wins
 on each split against the warm start's (and how many of the games are the same), malformed answers
-(invalid_actions) over turns, each iteration's mean KL to the warm start where the loss has one, the
+(invalid_actions) over turns, each iteration's mean KL to the warm start where the loss has one and its
+skipped optimizer steps (OptimizerConfig.skip_zero_advantage_steps), the
 iterations' minutes (sum of train/iteration_s; and from the first
 to the last metrics line, a restart's gap included) and the final
 evaluations' minutes (eval_final/manifest.json events). Prints one JSON object per run.
@@ -57,7 +58,9 @@ def summary(run: Path, warm: Path) -> dict:
         "iteration_minutes": round(sum(m.get("train/iteration_s", 0.0) for m in train) / 60, 1),
         "training_span_minutes": round((metrics[-1]["time"] - metrics[0]["time"]) / 60, 1),  # a restart's gap too
         "final_evaluation_minutes": minutes(evaluations[0]["started"], evaluations[-1]["time"]),
-        "kl_per_iteration": [round(m["train/kl"], 5) for m in train if "train/kl" in m],  # KL to the warm start
+        # KL to the warm start, by iteration; an iteration whose steps were all skipped measured none
+        "kl_by_iteration": {m["step"]: round(m["train/kl"], 5) for m in train if "train/kl" in m},
+        "skipped_steps_per_iteration": [int(m.get("train/skipped_steps", 0)) for m in train],
         "restarts": sum(e["kind"] == "restart" for e in json.loads((run / "manifest.json").read_text())["events"]),
         **{split: final_split(run, warm, split) for split in ("valid_seen", "valid_unseen")},
     }
