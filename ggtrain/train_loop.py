@@ -343,6 +343,7 @@ def progress_line(config: TrainConfig, iteration: int, metrics: dict[str, float]
         f"loss {metrics.get('loss', metrics.get('ggpo_loss', float('nan'))):.4f} "
         f"kl {metrics.get('kl', 0.0):.4f} tok/s {metrics.get('tokens_per_s', 0.0):.0f} "
         f"adv {metrics['advantage_ms']:.2f} ms"
+        + (f" skipped {metrics['skipped_steps']:.0f}" if "skipped_steps" in metrics else "")  # no step: no loss, kl
         + (f" eval {metrics['eval_success_rate']:.3f}" if "eval_success_rate" in metrics else "")
     )
 

@@ -68,6 +68,7 @@ def test_progress_line_names_the_iteration_and_its_numbers():
     line = progress_line(TrainConfig(iterations=4), 1, metrics)
     assert line.startswith("iter 2/4 success 0.500 turns 3.0 invalid 0.10 loss 0.2500") and "eval" not in line
     assert progress_line(TrainConfig(iterations=4), 1, metrics | {"eval_success_rate": 1.0}).endswith("eval 1.000")
+    assert progress_line(TrainConfig(iterations=4), 1, {**metrics, "skipped_steps": 3.0}).endswith("ms skipped 3")
 
 
 def test_fault_injection_is_off_unless_asked_and_checked_up_front():
