@@ -74,10 +74,11 @@ def final_evaluations(source: list[str], out: Path, log: Path, env: dict[str, st
     return 0
 
 
-def study_run(folder: Path) -> bool:
-    """``<method>-seed<k>``: one of the study's runs (not a folder moved aside as ``….unfinished-<time>``)."""
+def study_run(folder: Path) -> tuple[str, int] | None:
+    """``(method, seed)`` of a ``<method>-seed<k>`` folder, one of the study's runs; None for any other
+    (a folder moved aside as ``….unfinished-<time>``)."""
     method, _, seed = folder.name.rpartition("-seed")
-    return method in METHODS and seed.isdigit()
+    return (method, int(seed)) if method in METHODS and seed.isdigit() else None
 
 
 class StudyMismatch(ValueError):
@@ -98,10 +99,10 @@ def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> Non
 
     changed = []
     for stored in sorted(out.glob("runs/*-seed*/config.json")):
-        if study_run(stored.parent):
-            method, _, seed = stored.parent.name.rpartition("-seed")
+        if run := study_run(stored.parent):
+            method, seed = run
             files = [config_file(method), config_file(CONFIG)]
-            now = resolve_config(files, run_bindings(int(seed), iterations, sets))
+            now = resolve_config(files, run_bindings(seed, iterations, sets))
             changed += _changes(stored, now, None)
     warm = out / "warm_start" / "config.json"
     if warm.exists():

@@ -6,14 +6,12 @@ invalid-action penalty every advantage is 0."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.test_end_to_end_builtin import _run
 
 BINDINGS = [
     "ModelSpec.path='tiny-random'",
@@ -44,9 +42,8 @@ def _iteration_metrics(run_dir: Path, skip: bool) -> dict:
     host devices would shard this tiny model eight ways)."""
     sets = [*BINDINGS, f"OptimizerConfig.skip_zero_advantage_steps={skip}"]
     cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", "grpo", "--run-dir", str(run_dir)]
-    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
-    done = subprocess.run(cmd + [x for b in sets for x in ("--set", b)], cwd=ROOT, env=env, capture_output=True)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    done = _run(cmd + [x for b in sets for x in ("--set", b)], timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     (line,) = [x for x in lines if "train/success_rate" in x]
     return line
