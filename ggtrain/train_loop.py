@@ -337,15 +337,20 @@ def save_checkpoint(run: OpenedRun, iteration: int, metrics: dict[str, float]) -
 
 def progress_line(config: TrainConfig, iteration: int, metrics: dict[str, float]) -> str:
     """The one log line per iteration (all a log file gets: the progress bars need a terminal)."""
+    loss = metrics.get("loss", metrics.get("ggpo_loss"))
     return (
         f"iter {iteration + 1}/{config.iterations} success {metrics['success_rate']:.3f} "
         f"turns {metrics['mean_turns']:.1f} invalid {metrics['invalid_action_rate']:.2f} "
-        f"loss {metrics.get('loss', metrics.get('ggpo_loss', float('nan'))):.4f} "
-        f"kl {metrics.get('kl', 0.0):.4f} tok/s {metrics.get('tokens_per_s', 0.0):.0f} "
-        f"adv {metrics['advantage_ms']:.2f} ms"
-        + (f" skipped {metrics['skipped_steps']:.0f}" if "skipped_steps" in metrics else "")  # no step: no loss, kl
+        f"loss {_measured(loss, '.4f')} kl {_measured(metrics.get('kl'), '.4f')} "
+        f"tok/s {_measured(metrics.get('tokens_per_s'), '.0f')} adv {metrics['advantage_ms']:.2f} ms"
+        + (f" skipped {metrics['skipped_steps']:.0f}" if "skipped_steps" in metrics else "")
         + (f" eval {metrics['eval_success_rate']:.3f}" if "eval_success_rate" in metrics else "")
     )
+
+
+def _measured(value: float | None, spec: str) -> str:
+    """``-`` for a number the iteration did not measure (every optimizer step skipped: no loss, kl, tok/s)."""
+    return "-" if value is None else format(value, spec)
 
 
 def stop_if_requested(run: OpenedRun) -> None:

@@ -71,6 +71,14 @@ def test_progress_line_names_the_iteration_and_its_numbers():
     assert progress_line(TrainConfig(iterations=4), 1, {**metrics, "skipped_steps": 3.0}).endswith("ms skipped 3")
 
 
+def test_progress_line_marks_what_a_fully_skipped_update_did_not_measure():
+    metrics = {"success_rate": 0.0, "mean_turns": 25.0, "invalid_action_rate": 0.0, "advantage_ms": 1.0}
+    line = progress_line(TrainConfig(iterations=4), 0, metrics | {"skipped_steps": 4.0})
+    assert "loss - kl - tok/s - adv 1.00 ms skipped 4" in line
+    measured = progress_line(TrainConfig(iterations=4), 0, metrics | {"loss": 0.5, "kl": 0.0, "tokens_per_s": 10.0})
+    assert "loss 0.5000 kl 0.0000 tok/s 10" in measured
+
+
 def test_fault_injection_is_off_unless_asked_and_checked_up_front():
     assert fault_from_env({}) is None
     assert fault_from_env({"GGTRAIN_FAULT_INJECT": "exit@1:2"}) == Fault("exit", 1, 2)
