@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ggtrain import __version__
+from ggtrain.interrupted import Interrupted
 
 
 def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
@@ -175,7 +176,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import jax
 
     from ggtrain.distributed import DistributedSpec, PeerTimeout, fail_fast, initialize
-    from ggtrain.train_loop import Interrupted, train
+    from ggtrain.train_loop import train
 
     host = initialize(
         DistributedSpec.from_env(
@@ -574,6 +575,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before a run took the signals over (or outside one)
         print(f"ggtrain {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Interrupted as stopped:  # e.g. while building a model alias: the next call continues the build
+        print(f"ggtrain {args.command}: {stopped.signal}: stopped; run it again to continue", file=sys.stderr)
+        return stopped.exit_code
     except Exception as error:
         from ggtrain.config import ConfigError  # here, not at the top: `ggtrain --help` stays jax-free
 

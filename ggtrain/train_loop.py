@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
 import sys
 import time
 import traceback
@@ -33,6 +32,7 @@ from ggtrain.distributed import fail_fast
 from ggtrain.evaluate import evaluate, summarize_outcomes, write_outcomes
 from ggtrain.host_batches import Epoch, host_epochs, host_rows
 from ggtrain.host_exchange import HostExchange, PeerTimeout
+from ggtrain.interrupted import Interrupted
 from ggtrain.metrics import MetricAccumulator
 from ggtrain.packing import packing_of
 from ggtrain.rollout_summary import HostSummary, episode_metrics, episode_totals, merge_summaries, scalar_diagnostics
@@ -44,20 +44,6 @@ from graph import compute_advantages_with_diagnostics
 __all__ = ["Interrupted", "OpenedRun", "RolloutShare", "StopFlag", "train", "training_games"]
 
 ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid")
-
-
-class Interrupted(Exception):
-    """A stop signal ended the run early. ``signal`` is its name; ``iteration`` the last completed (and
-    checkpointed) iteration, -1 while the loop has not said; ``exit_code`` is 128 + the signal number,
-    the status a shell reports for a process the signal ended, so schedulers requeue it."""
-
-    def __init__(self, signal_name: str, iteration: int = -1):
-        super().__init__(signal_name)
-        self.signal, self.iteration = signal_name, iteration
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + signal.Signals[self.signal].value
 
 
 @dataclasses.dataclass

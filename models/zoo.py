@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
-import os
 import shutil
+import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from tokenizers import Tokenizer as Backend
 
@@ -19,27 +22,50 @@ QWEN25_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpf
 
 
 def build_once(out: Path, build: Callable[[Path], str]) -> Path:
-    """``out``, built by ``build(folder) -> marker text`` unless already complete. Safe when several
-    processes (the hosts of one run) race: each builds into its own folder, marks it complete, and
-    renames it into place; the first rename wins and the others discard their copies."""
+    """``out``, built by ``build(folder) -> marker text`` unless already complete.
+
+    The folder is ``out.partial-<host>`` and outlives a failed or interrupted build, so ``build`` finds
+    what it wrote before there and may continue from it (or overwrite it). Processes on one host take
+    turns through a lock on that folder: the first builds, the others wait and find ``out`` complete.
+    Hosts sharing a file system each build their own copy and rename it into place; the first rename
+    wins and the others discard their copies."""
     marker = out / ".complete"
     if marker.exists():
         return out
-    tmp = out.with_name(f"{out.name}.partial-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / ".complete").parent.mkdir(parents=True, exist_ok=True)
-    text = build(tmp)
-    (tmp / ".complete").write_text(text + "\n")
-    if out.exists() and not marker.exists():  # an unfinished folder from an older layout
+    tmp = out.with_name(f"{out.name}.partial-{socket.gethostname()}")
+    lock_path = tmp.with_name(tmp.name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as lock:
+        if not _try_lock(lock):
+            print(f"{out.name}: waiting for another process on this host to build it", file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            _build_into(tmp, out, build)
+        lock_path.unlink(missing_ok=True)  # only once out is complete: nobody builds under it again
+    return out
+
+
+def _try_lock(lock: IO[str]) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _build_into(tmp: Path, out: Path, build: Callable[[Path], str]) -> None:
+    done = tmp / ".complete"
+    if not done.exists():  # a build that wrote its marker has only the rename left
+        tmp.mkdir(parents=True, exist_ok=True)
+        done.write_text(build(tmp) + "\n")
+    if out.exists() and not (out / ".complete").exists():  # an unfinished folder from an older layout
         shutil.rmtree(out, ignore_errors=True)
     try:
         tmp.rename(out)
-    except OSError:  # another process put its complete copy there first
+    except OSError:  # another host put its complete copy there first
         shutil.rmtree(tmp, ignore_errors=True)
-        if not marker.exists():
+        if not (out / ".complete").exists():
             raise
-    return out
 
 
 def smollm2_135m_instruct_dir(root: Path | None = None) -> Path:

@@ -278,3 +278,15 @@ def test_the_exit_code_of_a_stop_is_128_plus_the_signal():
     from ggtrain.train_loop import Interrupted
 
     assert (Interrupted("SIGINT", 3).exit_code, Interrupted("SIGTERM", 3).exit_code) == (130, 143)
+
+
+def test_a_stop_signal_while_a_model_alias_builds_exits_128_plus_the_signal(monkeypatch, capsys):
+    from ggtrain import cli
+    from ggtrain.interrupted import Interrupted
+
+    def building(name: str, binding: str):  # the tiny-alfworld build raises this when SIGTERM stops it
+        raise Interrupted("SIGTERM")
+
+    monkeypatch.setattr(cli, "_model_dir", building)
+    assert main(["eval", "--model", "tiny-alfworld", "--games", "1"]) == 143
+    assert "ggtrain eval: SIGTERM: stopped; run it again to continue" in capsys.readouterr().err

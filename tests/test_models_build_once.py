@@ -1,5 +1,6 @@
 """``models.zoo.build_once``: several processes building the same cached folder at once (the hosts of a
-multi-host run on a cold cache) end with one complete copy and no leftovers."""
+multi-host run on a cold cache, or two commands on one machine) end with one complete copy and no
+leftovers, and a build that failed part way leaves its folder for the next build to continue from."""
 
 from __future__ import annotations
 
@@ -7,30 +8,81 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from models.zoo import build_once
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILDER = """
-import sys, time
+import socket, sys, time
 from pathlib import Path
 from models.zoo import build_once
 
+socket.gethostname = lambda: sys.argv[3]  # the host this process plays
+
 def build(tmp):
+    with open(sys.argv[4], "a") as builds:
+        builds.write(sys.argv[2] + "\\n")
     (tmp / "weights.txt").write_text(sys.argv[2])
-    time.sleep(1.0)  # both processes are inside build at once
+    time.sleep(1.0)  # both processes are inside build at once, unless one waits for the other
     return "built by " + sys.argv[2]
 
 print(build_once(Path(sys.argv[1]), build))
 """
 
 
-def test_racing_processes_leave_one_complete_copy(tmp_path):
-    out = tmp_path / "model"
+def _race(tmp_path: Path, hosts: tuple[str, str]) -> tuple[list[str], list[str]]:
+    """(each process's stderr, the names of those that ran ``build``)."""
+    out, builds = tmp_path / "model", tmp_path.parent / f"{tmp_path.name}-builds.txt"
     children = [
-        subprocess.Popen([sys.executable, "-c", BUILDER, str(out), name], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        for name in ("a", "b")
+        subprocess.Popen(
+            [sys.executable, "-c", BUILDER, str(out), name, host, str(builds)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, host in zip(("a", "b"), hosts, strict=True)
     ]
+    errors = []
     for child in children:
-        stdout, _ = child.communicate(timeout=60)
-        assert child.returncode == 0 and stdout.strip() == str(out)
+        stdout, stderr = child.communicate(timeout=60)
+        assert child.returncode == 0 and stdout.strip() == str(out), stderr
+        errors.append(stderr)
     winner = (out / "weights.txt").read_text()
     assert (out / ".complete").read_text() == f"built by {winner}\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # the loser's folder is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no partial folder, no lock file left
+    return errors, builds.read_text().split()
+
+
+def test_racing_hosts_leave_one_complete_copy(tmp_path):
+    _, built = _race(tmp_path, ("host0", "host1"))
+    assert sorted(built) == ["a", "b"]  # each host built its own copy; one rename won
+
+
+def test_processes_on_one_host_build_once_and_the_others_wait(tmp_path):
+    errors, built = _race(tmp_path, ("host0", "host0"))
+    assert len(built) == 1
+    assert sum("waiting for another process on this host" in e for e in errors) == 1
+
+
+def test_a_failed_build_leaves_its_folder_for_the_next_build(tmp_path):
+    out = tmp_path / "model"
+
+    def failing(tmp: Path) -> str:
+        (tmp / "first_half.txt").write_text("done")
+        raise RuntimeError("killed half way")
+
+    with pytest.raises(RuntimeError, match="half way"):
+        build_once(out, failing)
+    assert not out.exists()
+
+    def continuing(tmp: Path) -> str:
+        assert (tmp / "first_half.txt").read_text() == "done"  # the first attempt's work is there
+        (tmp / "second_half.txt").write_text("done")
+        return "continued"
+
+    assert build_once(out, continuing) == out
+    assert sorted(p.name for p in out.iterdir()) == [".complete", "first_half.txt", "second_half.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    assert build_once(out, failing) == out  # complete: never built again

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import jax
@@ -26,6 +27,7 @@ from tokenizers import models as tokenizer_models
 from env_bridge.games import SPLITS, discover_games
 from env_bridge.vocabulary import alfworld_words
 from ggtrain.config import CONFIG_DIR, resolve_config
+from ggtrain.interrupted import Interrupted
 from ggtrain.policies.registry import register_model
 from models.artifacts import cache_dir
 from models.config import ModelConfig, tiny_llama
@@ -86,11 +88,14 @@ def recipe_hash() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
-def build(tmp: Path, progress: bool = True) -> str:
-    from ggtrain.sft import sft
+def build(tmp: Path, progress: bool = True, sets: Sequence[str] = ()) -> str:
+    """The warm start written into ``tmp``; an earlier build interrupted there continues from its last
+    checkpoint (bit for bit), and a stop signal raises :class:`Interrupted` with that checkpoint kept.
+    ``sets``: gin bindings over the recipe (tests build a few-step copy)."""
+    from ggtrain.sft import RUN, sft
     from ggtrain.sft_data import demonstration_mix, walkthrough_records
 
-    config = resolve_config([RECIPE_FILE])
+    config = resolve_config([RECIPE_FILE], list(sets))
     tokenizer = alfworld_tokenizer(config.data_dir or None)
     init = tmp / "init"
     cfg = model_config(tokenizer)
@@ -100,9 +105,12 @@ def build(tmp: Path, progress: bool = True) -> str:
         "train", config.rollout, config.data_dir, s.walkthrough_games, config.seed, None, s.detour_fraction
     )
     records = demonstration_mix(records, config)
-    record = sft(config, init, records, tmp, progress=progress)
+    resume = (tmp / RUN / "checkpoints").exists()
+    record = sft(config, init, records, tmp, resume=resume, progress=progress)
+    if record.get("interrupted"):
+        raise Interrupted(record["interrupted"])
     shutil.rmtree(init)
-    shutil.rmtree(tmp / "sft_run" / "checkpoints", ignore_errors=True)
+    shutil.rmtree(tmp / RUN / "checkpoints", ignore_errors=True)
     warm = {"alias": ALIAS, "recipe": RECIPE_FILE.name, "architecture": ARCHITECTURE} | record
     (tmp / "warm_start.json").write_text(json.dumps(warm, indent=2) + "\n")
     return f"{ALIAS} {recipe_hash()}"
