@@ -171,9 +171,11 @@ def run_sft_steps(
     del lm
     data = Batches(train_turns, rows, config.seed, pad)
     store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
+    last: tuple[float, float | None] = (float("nan"), None)  # (train loss, validation loss) of the last step
     if resume and (restored := store.restore_latest(updater.abstract_state())) is not None:
         _, updater.state, record = restored
         data.set_state(record["data_iterator"])
+        last = (record.get("loss", float("nan")), record.get("validation_loss"))
         log(f"ggtrain sft: resumed {out} at step {int(updater.state.step)}")
     if resume:  # lines past the restored step are played again (all of them when nothing was restored)
         truncate_metrics(run_dir, int(updater.state.step))
@@ -181,9 +183,9 @@ def run_sft_steps(
     writer = MetricsWriter(run_dir, resumed_at=int(updater.state.step) if resume else None)
     flag = StopFlag()
     previous = {s: signal.signal(s, flag) for s in STOP_SIGNALS}
-    loss, val = float("nan"), None
+    loss, val = last
     try:
-        loss, val = _step_loop(config, updater, data, val_batches, store, writer, flag, progress)
+        loss, val = _step_loop(config, updater, data, val_batches, store, writer, flag, progress, last)
     finally:
         store.close()
         writer.close()
@@ -204,11 +206,14 @@ def _step_loop(
     writer: MetricsWriter,
     flag: StopFlag,
     progress: bool,
+    last: tuple[float, float | None],
 ) -> tuple[float, float | None]:
+    """``last``: the losses of the step the run starts after (restored with its checkpoint), returned as
+    they are when no step is left to take."""
     from tqdm import tqdm
 
     s = config.sft
-    loss, val = float("nan"), None
+    loss, val = last
     start = int(updater.state.step)
     with tqdm(total=s.steps, initial=start, desc="sft", unit="step", disable=None if progress else True) as bar:
         while int(updater.state.step) < s.steps and not flag.requested:
@@ -225,6 +230,7 @@ def _step_loop(
             writer.write(step, scalars, prefix="sft/")  # before the checkpoint: a resume drops lines past it
             if step % s.checkpoint_every == 0 or step == s.steps or flag.requested:
                 record = {"data_iterator": data.get_state(), "config": config_to_dict(config), "step": step}
+                record |= {"loss": loss, "validation_loss": val}
                 store.save(step, updater.state, record)
                 store.wait()
             bar.update(1)

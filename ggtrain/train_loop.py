@@ -335,7 +335,8 @@ def progress_line(config: TrainConfig, iteration: int, metrics: dict[str, float]
 
 
 def _measured(value: float | None, spec: str) -> str:
-    """``-`` for a number the iteration did not measure (every optimizer step skipped: no loss, kl, tok/s)."""
+    """``-`` for a number the iteration did not measure: no loss, kl or tok/s when every optimizer step was
+    skipped, no kl when the loss has no KL term."""
     return "-" if value is None else format(value, spec)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import socket
 import sys
@@ -28,15 +29,25 @@ def build_once(out: Path, build: Callable[[Path], str]) -> Path:
     what it wrote before there and may continue from it (or overwrite it). Processes on one host take
     turns through a lock on that folder: the first builds, the others wait and find ``out`` complete.
     Hosts sharing a file system each build their own copy and rename it into place; the first rename
-    wins and the others discard their copies."""
+    wins and the others discard their copies. On a file system without ``flock`` each process builds in
+    a folder of its own, from scratch."""
     marker = out / ".complete"
-    if marker.exists():
-        return out
     tmp = out.with_name(f"{out.name}.partial-{socket.gethostname()}")
     lock_path = tmp.with_name(tmp.name + ".lock")
+    if marker.exists():
+        if lock_path.exists():  # this host's copy of a build another host finished first
+            _discard_unless_building(tmp, lock_path)
+        return out
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("a") as lock:
-        if not _try_lock(lock):
+        try:
+            locked = _try_lock(lock)
+        except OSError as error:  # ENOLCK, ENOSYS, ...: no locks here
+            print(f"{out.name}: {lock_path}: {error}; building without a lock", file=sys.stderr, flush=True)
+            _build_into(out.with_name(f"{out.name}.partial-{os.getpid()}"), out, build, fresh=True)
+            lock_path.unlink(missing_ok=True)
+            return out
+        if not locked:
             print(f"{out.name}: waiting for another process on this host to build it", file=sys.stderr, flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
@@ -53,7 +64,20 @@ def _try_lock(lock: IO[str]) -> bool:
         return False
 
 
-def _build_into(tmp: Path, out: Path, build: Callable[[Path], str]) -> None:
+def _discard_unless_building(tmp: Path, lock_path: Path) -> None:
+    with lock_path.open("a") as lock:
+        try:
+            if not _try_lock(lock):
+                return  # a process here is still building it: it discards its copy itself
+        except OSError:
+            return
+        shutil.rmtree(tmp, ignore_errors=True)
+        lock_path.unlink(missing_ok=True)
+
+
+def _build_into(tmp: Path, out: Path, build: Callable[[Path], str], fresh: bool = False) -> None:
+    if fresh and tmp.exists():
+        shutil.rmtree(tmp)
     done = tmp / ".complete"
     if not done.exists():  # a build that wrote its marker has only the rename left
         tmp.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ leftovers, and a build that failed part way leaves its folder for the next build
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
 from pathlib import Path
@@ -18,22 +19,29 @@ import socket, sys, time
 from pathlib import Path
 from models.zoo import build_once
 
-socket.gethostname = lambda: sys.argv[3]  # the host this process plays
+out, name, host, builds = Path(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
+socket.gethostname = lambda: host  # the host this process plays
+(builds.parent / f"{name}.started").touch()
 
 def build(tmp):
-    with open(sys.argv[4], "a") as builds:
-        builds.write(sys.argv[2] + "\\n")
-    (tmp / "weights.txt").write_text(sys.argv[2])
-    time.sleep(1.0)  # both processes are inside build at once, unless one waits for the other
-    return "built by " + sys.argv[2]
+    with builds.open("a") as f:
+        f.write(name + "\\n")
+    deadline = time.monotonic() + 30
+    while len(list(builds.parent.glob("*.started"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(1.0)  # the other process, started, reaches build or the lock meanwhile
+    (tmp / "weights.txt").write_text(name)
+    return "built by " + name
 
-print(build_once(Path(sys.argv[1]), build))
+print(build_once(out, build))
 """
 
 
 def _race(tmp_path: Path, hosts: tuple[str, str]) -> tuple[list[str], list[str]]:
     """(each process's stderr, the names of those that ran ``build``)."""
-    out, builds = tmp_path / "model", tmp_path.parent / f"{tmp_path.name}-builds.txt"
+    out, scratch = tmp_path / "model", tmp_path.parent / f"{tmp_path.name}-scratch"
+    scratch.mkdir()
+    builds = scratch / "builds.txt"
     children = [
         subprocess.Popen(
             [sys.executable, "-c", BUILDER, str(out), name, host, str(builds)],
@@ -86,3 +94,30 @@ def test_a_failed_build_leaves_its_folder_for_the_next_build(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [".complete", "first_half.txt", "second_half.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
     assert build_once(out, failing) == out  # complete: never built again
+
+
+def test_a_copy_another_host_finished_first_is_discarded_on_the_next_call(tmp_path, monkeypatch):
+    out = tmp_path / "model"
+    monkeypatch.setattr("socket.gethostname", lambda: "host1")
+
+    def failing(tmp: Path) -> str:
+        raise RuntimeError("host1's build failed")
+
+    with pytest.raises(RuntimeError):
+        build_once(out, failing)
+    out.mkdir()  # host0 finished meanwhile
+    (out / ".complete").write_text("host0\n")
+    assert build_once(out, failing) == out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_without_flock_each_process_builds_its_own_copy_from_scratch(tmp_path, monkeypatch, capsys):
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr("fcntl.flock", no_locks)
+    out = tmp_path / "model"
+    assert build_once(out, lambda tmp: (tmp / "weights.txt").write_text("w") and "built") == out
+    assert (out / ".complete").read_text() == "built\n"
+    assert "building without a lock" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]

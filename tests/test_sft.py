@@ -68,6 +68,15 @@ def test_validation_loss_falls(walkthrough_turns, initial_model, tmp_path):
     assert val[-1] < 0.6 * val[0], val
 
 
+def test_a_resume_at_the_last_step_keeps_that_steps_losses(walkthrough_turns, initial_model, tmp_path):
+    # a build stopped during its final evaluation restores its last checkpoint and takes no step
+    config = _config()
+    _, done = run_sft_steps(config, initial_model, walkthrough_turns, tmp_path, resume=False, progress=False)
+    _, again = run_sft_steps(config, initial_model, walkthrough_turns, tmp_path, resume=True, progress=False)
+    assert again.steps == done.steps == 6 and np.isfinite(done.train_loss) and done.validation_loss is not None
+    assert (again.train_loss, again.validation_loss) == (done.train_loss, done.validation_loss)
+
+
 def test_language_model_steps_train_every_token_then_only_responses(walkthrough_turns, initial_model, tmp_path):
     config = _config("SftConfig.steps=4", "SftConfig.language_model_steps=2", "SftConfig.validation_fraction=0")
     run_sft_steps(config, initial_model, walkthrough_turns, tmp_path, resume=False, progress=False)

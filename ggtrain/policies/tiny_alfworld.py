@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from tokenizers import models as tokenizer_models
 
 from env_bridge.games import SPLITS, discover_games
 from env_bridge.vocabulary import alfworld_words
-from ggtrain.config import CONFIG_DIR, resolve_config
+from ggtrain.config import CONFIG_DIR, TrainConfig, config_to_dict, resolve_config
 from ggtrain.interrupted import Interrupted
 from ggtrain.policies.registry import register_model
 from models.artifacts import cache_dir
@@ -105,8 +106,11 @@ def build(tmp: Path, progress: bool = True, sets: Sequence[str] = ()) -> str:
         "train", config.rollout, config.data_dir, s.walkthrough_games, config.seed, None, s.detour_fraction
     )
     records = demonstration_mix(records, config)
-    resume = (tmp / RUN / "checkpoints").exists()
-    record = sft(config, init, records, tmp, resume=resume, progress=progress)
+    earlier = earlier_build(tmp, config)
+    if earlier == "finished":  # stopped after its checkpoints were removed, before it was marked complete
+        record = json.loads((tmp / "sft.json").read_text())
+    else:
+        record = sft(config, init, records, tmp, resume=earlier == "resume", progress=progress)
     if record.get("interrupted"):
         raise Interrupted(record["interrupted"])
     shutil.rmtree(init)
@@ -114,6 +118,25 @@ def build(tmp: Path, progress: bool = True, sets: Sequence[str] = ()) -> str:
     warm = {"alias": ALIAS, "recipe": RECIPE_FILE.name, "architecture": ARCHITECTURE} | record
     (tmp / "warm_start.json").write_text(json.dumps(warm, indent=2) + "\n")
     return f"{ALIAS} {recipe_hash()}"
+
+
+def earlier_build(tmp: Path, config: TrainConfig) -> str:
+    """What an earlier, stopped build left in ``tmp``: ``finished`` (the model written, its checkpoints
+    removed), ``resume`` (a run of the same resolved config: from its last checkpoint, or from step 0 with
+    its logged steps dropped) or ``fresh`` (nothing; a run of another config, e.g. after a code change,
+    is removed)."""
+    from ggtrain.sft import RUN
+
+    run, stored = tmp / RUN, tmp / RUN / "config.json"
+    if not run.exists():
+        return "fresh"
+    if not stored.exists() or json.loads(stored.read_text()) != json.loads(json.dumps(config_to_dict(config))):
+        print(f"{tmp}: an earlier build of another configuration is discarded", file=sys.stderr, flush=True)
+        shutil.rmtree(run)
+        (tmp / "sft.json").unlink(missing_ok=True)
+        return "fresh"
+    finished = (tmp / "sft.json").exists() and not (run / "checkpoints").exists()
+    return "finished" if finished else "resume"
 
 
 def tiny_alfworld_dir(root: Path | None = None) -> Path:
