@@ -278,10 +278,9 @@ def _evaluated_config(args: argparse.Namespace, config: Any) -> Any:
 
 def _check_evaluation_folder(folder: Path, config: Any) -> None:
     """One evaluation folder holds evaluations under one configuration (its ``config.json``)."""
-    from ggtrain.config import ConfigError, config_to_dict
+    from ggtrain.config import ConfigError, holds_resolved_config
 
-    stored = folder / "config.json"
-    if stored.exists() and json.loads(stored.read_text()) != json.loads(json.dumps(config_to_dict(config))):
+    if (folder / "config.json").exists() and not holds_resolved_config(folder, config):
         raise ConfigError(f"--out {folder}: its config.json holds another configuration; evaluate into a new folder")
 
 

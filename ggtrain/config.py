@@ -416,6 +416,12 @@ def config_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "
     return out
 
 
+def holds_resolved_config(run_dir: str | Path, config: TrainConfig) -> bool:
+    """``run_dir``'s ``config.json`` (:func:`write_resolved_config`) exists and holds exactly ``config``."""
+    stored = Path(run_dir) / "config.json"
+    return stored.exists() and json.loads(stored.read_text()) == json.loads(json.dumps(config_to_dict(config)))
+
+
 def write_resolved_config(config: TrainConfig, run_dir: str | Path) -> Path:
     """Writes ``config.json`` (the resolved values) into the run directory."""
     path = Path(run_dir) / "config.json"

@@ -27,7 +27,7 @@ from tokenizers import models as tokenizer_models
 
 from env_bridge.games import SPLITS, discover_games
 from env_bridge.vocabulary import alfworld_words
-from ggtrain.config import CONFIG_DIR, TrainConfig, config_to_dict, resolve_config
+from ggtrain.config import CONFIG_DIR, TrainConfig, holds_resolved_config, resolve_config
 from ggtrain.interrupted import Interrupted
 from ggtrain.policies.registry import register_model
 from models.artifacts import cache_dir
@@ -127,10 +127,10 @@ def earlier_build(tmp: Path, config: TrainConfig) -> str:
     is removed)."""
     from ggtrain.sft import RUN
 
-    run, stored = tmp / RUN, tmp / RUN / "config.json"
+    run = tmp / RUN
     if not run.exists():
         return "fresh"
-    if not stored.exists() or json.loads(stored.read_text()) != json.loads(json.dumps(config_to_dict(config))):
+    if not holds_resolved_config(run, config):
         print(f"{tmp}: an earlier build of another configuration is discarded", file=sys.stderr, flush=True)
         shutil.rmtree(run)
         (tmp / "sft.json").unlink(missing_ok=True)
