@@ -90,6 +90,7 @@ def test_threshold_costs_and_report(tmp_path, capsys):
     assert "| valid_seen | graphgpo − grpo | 4 | +0.500 |" in report  # the last evaluation during training
     assert "| graphgpo | 0.750 (4) |" in report and "| grpo | 0.250 (4) |" in report  # its task type
     assert "| grpo | 5.000 |" in report  # advantage ms 3, 4, 5, 6: the first (compile) is left out
+    assert report.rstrip().endswith("Runs: `../a`, `../b`")  # relative to the report: true in any clone
     # the curves are drawn: each method's line colour (graphgpo C0, grpo C1, in sorted order) in each panel
     curves = png_pixels(tmp_path / "rep" / "success_curves.png", (4 * 120, 11 * 120))
     train_panel, eval_panel = curves[:, : curves.shape[1] // 2], curves[:, curves.shape[1] // 2 :]

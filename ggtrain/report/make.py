@@ -32,7 +32,7 @@ def make_report(run_dirs: list[Path], out: Path, threshold: float = 0.5, baselin
         *sections.phase_times(groups),
         *sections.profile_traces(runs),
         *sections.graph_diagnostics(groups, out),
-        *sections.run_list(runs),
+        *sections.run_list(runs, out),
     ]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")

@@ -3,6 +3,7 @@ markdown lines; the plotting ones also write their PNG into the report folder.""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -180,5 +181,6 @@ def graph_diagnostics(groups: Groups, out: Path) -> list[str]:
     return ["![graph diagnostics](graph_diagnostics.png)\n"]
 
 
-def run_list(runs: list[Run]) -> list[str]:
-    return ["Runs: " + ", ".join(f"`{run.dir}`" for run in runs)]
+def run_list(runs: list[Run], out: Path) -> list[str]:
+    """Each run's folder relative to the report's, so a committed report names paths that exist in any clone."""
+    return ["Runs: " + ", ".join(f"`{os.path.relpath(run.dir.resolve(), out.resolve())}`" for run in runs)]
