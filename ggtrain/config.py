@@ -173,6 +173,10 @@ class SftConfig:
     # with the expert's `go to`: without them every arrival is at the right place, and the policy learns
     # to take the object wherever it arrives
     detour_fraction: float = 0.0
+    # each mini-batch's rows packed into BatchConfig.pack_length-token sequences (the RL update's packed
+    # layout) instead of padded to their length bucket: the same loss, fewer computed positions when the
+    # rows' lengths vary (experiments/bench/sft_packing.py measures the recipe's rows)
+    pack: bool = False
     validation_fraction: float = 0.05  # demonstrations (whole games) held out for the validation loss
     validation_every: int = 50
     checkpoint_every: int = 50

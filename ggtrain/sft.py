@@ -23,9 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from env_bridge.collate import collate_turns, length_bucket
+from env_bridge.packing import Packing
 from ggtrain.checkpoint import CheckpointStore
 from ggtrain.config import ConfigError, TrainConfig, config_to_dict, write_resolved_config
 from ggtrain.metrics import MetricsWriter, truncate_metrics
+from ggtrain.packing import packing_of
 from ggtrain.rollout_setup import make_rollout_driver
 from ggtrain.run import STOP_SIGNALS, StopFlag
 from ggtrain.sft_data import data_hash, encode_records, object_types, rename_objects, split_by_game
@@ -59,6 +61,8 @@ def check_sft_config(config: TrainConfig) -> None:
         raise ConfigError(f"SftConfig.detour_fraction = {s.detour_fraction}: expected a value in [0, 1]")
     if not 0 <= s.uniform_fraction <= 1 or not 0 <= s.validation_fraction < 1:
         raise ConfigError("SftConfig.uniform_fraction must be in [0, 1] and validation_fraction in [0, 1)")
+    if s.pack and not b.packing:
+        raise ConfigError("SftConfig.pack = True packs with BatchConfig's packed layout: BatchConfig.packing is False")
     if b.mini_batch_rows % b.micro_batch_rows:
         raise ConfigError(
             f"BatchConfig.mini_batch_rows = {b.mini_batch_rows} is not a multiple of"
@@ -73,8 +77,8 @@ class Batches:
 
     WINDOW = 16
 
-    def __init__(self, turns: list[Any], rows: int, seed: int, pad_id: int):
-        self.turns, self.rows, self.seed, self.pad_id = turns, rows, seed, pad_id
+    def __init__(self, turns: list[Any], rows: int, seed: int, pad_id: int, packing: Packing | None = None):
+        self.turns, self.rows, self.seed, self.pad_id, self.packing = turns, rows, seed, pad_id, packing
         self.epoch, self.index = 0, 0
         self.plan = self._plan(0)
 
@@ -93,6 +97,8 @@ class Batches:
             self.plan = self._plan(self.epoch)
         chosen = [self.turns[i] for i in self.plan[self.index]]
         self.index += 1
+        if self.packing is not None:
+            return next(collate_turns(chosen, self.rows, seed=0, pad_id=self.pad_id, packing=self.packing))
         length = length_bucket(max(_length(t) for t in chosen))
         return next(collate_turns(chosen, self.rows, seed=0, pad_id=self.pad_id, length=length))
 
@@ -169,7 +175,8 @@ def run_sft_steps(
         sft_train_config(config),
     )
     del lm
-    data = Batches(train_turns, rows, config.seed, pad)
+    packing = packing_of(config.batch, updater.batch_shards) if config.sft.pack else None
+    data = Batches(train_turns, rows, config.seed, pad, packing)
     store = CheckpointStore(run_dir / "checkpoints", config.checkpoint, log=log)
     last: tuple[float, float | None] = (float("nan"), None)  # (train loss, validation loss) of the last step
     if resume and (restored := store.restore_latest(updater.abstract_state())) is not None:
