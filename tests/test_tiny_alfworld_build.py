@@ -74,3 +74,77 @@ def test_a_stopped_build_continues_to_the_same_weights(tmp_path):
     assert logged == list(range(1, STEPS + 1))  # every step exactly once
     assert json.loads((out / "warm_start.json").read_text())["steps"] == STEPS
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stopped", "straight"]
+    _ship_and_install(tmp_path / "straight", tmp_path / "shipping")
+
+
+def _ship_and_install(built: Path, root: Path) -> None:
+    """A build shipped, then installed by the alias in a fresh cache: the same weights, no steps taken."""
+    from unittest import mock
+
+    from ggtrain.policies import tiny_alfworld
+
+    with mock.patch.object(tiny_alfworld, "SHIPPED", root / "shipped"):
+        shipped = tiny_alfworld.ship(built)
+        assert tiny_alfworld.check_checksums(shipped)
+        installed = tiny_alfworld.tiny_alfworld_dir(root / "cache")
+    assert "shipped" in (installed / ".complete").read_text()
+    jax.tree_util.tree_map(
+        np.testing.assert_array_equal, load_pretrained(built).params, load_pretrained(installed).params
+    )
+
+
+def test_the_repository_ships_a_build_of_the_current_recipe():
+    """Changing the recipe (its gin file, the vocabulary, the demonstrations' code) without shipping a new
+    build fails here: the alias would otherwise build for an hour on a user's first run."""
+    from ggtrain.policies.tiny_alfworld import ARCHITECTURE, RECIPE_FILE, check_checksums, recipe_hash, shipped_dir
+
+    shipped = shipped_dir()
+    assert shipped.is_dir(), f"no shipped build for recipe {recipe_hash()}: build it and ship it (tiny_alfworld.ship)"
+    assert "model.safetensors" in check_checksums(shipped)
+    record = json.loads((shipped / "warm_start.json").read_text())
+    assert (record["recipe"], record["recipe_hash"], record["architecture"]) == (
+        RECIPE_FILE.name,
+        recipe_hash(),
+        ARCHITECTURE,
+    )
+    assert record["steps"] == record["config"]["sft"]["steps"]  # a finished build, not a stopped one
+
+
+def test_the_alias_installs_the_shipped_build_without_building(tmp_path):
+    from ggtrain.policies.tiny_alfworld import shipped_dir, tiny_alfworld_dir
+
+    out = tiny_alfworld_dir(tmp_path)
+    shipped = shipped_dir()
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "warm_start.json"):
+        assert (out / name).read_bytes() == (shipped / name).read_bytes()
+    assert "shipped" in (out / ".complete").read_text()
+    assert not (out / "sft_run").exists()  # copied, not trained
+    assert load_pretrained(out).config.hidden_size == json.loads((shipped / "config.json").read_text())["hidden_size"]
+
+
+def test_a_changed_shipped_file_is_refused_by_name(tmp_path):
+    import shutil
+
+    from ggtrain.policies.tiny_alfworld import install_shipped, shipped_dir
+
+    copy = tmp_path / "shipped"
+    shutil.copytree(shipped_dir(), copy)
+    weights = bytearray((copy / "model.safetensors").read_bytes())
+    weights[-1] ^= 1
+    (copy / "model.safetensors").write_bytes(bytes(weights))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ValueError, match=r"model\.safetensors"):
+        install_shipped(tmp_path / "out", copy)
+    assert not any((tmp_path / "out").iterdir())  # nothing copied before the check
+
+
+def test_ship_refuses_a_build_of_another_recipe(tmp_path, monkeypatch):
+    from ggtrain.policies import tiny_alfworld
+
+    monkeypatch.setattr(tiny_alfworld, "SHIPPED", tmp_path / "shipped")
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / ".complete").write_text("tiny-alfworld 000000000000\n")
+    with pytest.raises(ValueError, match="not a finished build of the current recipe"):
+        tiny_alfworld.ship(built)
+    assert not (tmp_path / "shipped").exists()

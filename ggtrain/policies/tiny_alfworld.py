@@ -9,10 +9,15 @@ punctuation character alone, the chat roles and the four tags; anything else is 
 cache folder's name carries a hash of the recipe (architecture, SFT config file, vocabulary), so a
 changed recipe never reuses stale weights. ``warm_start.json`` beside the weights records the recipe and
 the measured starting success.
+
+The repository ships the build of the current recipe (``shipped/tiny-alfworld-<hash>/``, made by
+:func:`ship` from a build here), so the alias costs a checked copy instead of the build; the test suite
+fails when the recipe changes without a new one shipped. ``tiny-alfworld-build`` always builds it here.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -38,6 +43,10 @@ from models.tokenizer import Tokenizer
 from models.zoo import WORD_LEVEL_CHAT_TEMPLATE, WORD_LEVEL_SPECIALS, build_once
 
 ALIAS = "tiny-alfworld"
+BUILD_ALIAS = "tiny-alfworld-build"
+# the builds the repository ships, one folder per recipe hash: a fresh clone starts in seconds, and
+# every machine starts RL from the same weights (a build's last bits depend on the machine's core count)
+SHIPPED = Path(__file__).parent / "shipped"
 RECIPE_FILE = CONFIG_DIR / "tiny_alfworld_sft.gin"
 TAGS = ("<think>", "</think>", "<action>", "</action>")
 ROLES = ("system", "user", "assistant")
@@ -115,7 +124,8 @@ def build(tmp: Path, progress: bool = True, sets: Sequence[str] = ()) -> str:
         raise Interrupted(record["interrupted"])
     shutil.rmtree(init)
     shutil.rmtree(tmp / RUN / "checkpoints", ignore_errors=True)
-    warm = {"alias": ALIAS, "recipe": RECIPE_FILE.name, "architecture": ARCHITECTURE} | record
+    warm = {"alias": ALIAS, "recipe": RECIPE_FILE.name, "recipe_hash": recipe_hash(), "architecture": ARCHITECTURE}
+    warm |= record
     (tmp / "warm_start.json").write_text(json.dumps(warm, indent=2) + "\n")
     return f"{ALIAS} {recipe_hash()}"
 
@@ -139,8 +149,61 @@ def earlier_build(tmp: Path, config: TrainConfig) -> str:
     return "finished" if finished else "resume"
 
 
+def shipped_dir(recipe: str | None = None) -> Path:
+    """Where the repository ships the build of the recipe with hash ``recipe`` (default: the current one)."""
+    return SHIPPED / f"{ALIAS}-{recipe or recipe_hash()}"
+
+
+def check_checksums(folder: Path) -> list[str]:
+    """The files ``folder/SHA256SUMS`` lists, each checked; a missing or changed one is refused by name."""
+    listed = [line.split(maxsplit=1)[::-1] for line in (folder / "SHA256SUMS").read_text().splitlines() if line]
+    for name, digest in listed:
+        path = folder / name
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise ValueError(f"{path}: missing, or its sha256 differs from {folder / 'SHA256SUMS'}")
+    return [name for name, _ in listed]
+
+
+def install_shipped(tmp: Path, shipped: Path) -> str:
+    """The shipped build copied into ``tmp``, every file checked against its ``SHA256SUMS`` first."""
+    names = check_checksums(shipped)
+    for name in [*names, "SHA256SUMS"]:
+        shutil.copyfile(shipped / name, tmp / name)
+    return f"{ALIAS} {recipe_hash()} shipped {shipped.name}"
+
+
+def ship(built: Path) -> Path:
+    """Copies a finished build of the current recipe (a cache folder) to :func:`shipped_dir` with its
+    ``SHA256SUMS``; a build of another recipe, or an unfinished one, is refused."""
+    marker = built / ".complete"
+    fields = marker.read_text().split() if marker.exists() else []
+    if fields[:2] != [ALIAS, recipe_hash()] or "shipped" in fields:
+        raise ValueError(f"{built}: not a finished build of the current recipe ({ALIAS} {recipe_hash()}): {fields}")
+    out = shipped_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    names = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "warm_start.json"]
+    for name in names[:-1]:
+        shutil.copyfile(built / name, out / name)
+    # builds before the record named its hash say it in their marker only
+    record = json.loads((built / "warm_start.json").read_text()) | {"recipe_hash": fields[1]}
+    (out / "warm_start.json").write_text(json.dumps(record, indent=2) + "\n")
+    sums = [f"{hashlib.sha256((out / n).read_bytes()).hexdigest()}  {n}" for n in names]
+    (out / "SHA256SUMS").write_text("\n".join(sums) + "\n")
+    return out
+
+
 def tiny_alfworld_dir(root: Path | None = None) -> Path:
-    return build_once((root or cache_dir()) / "models" / f"{ALIAS}-{recipe_hash()}", build)
+    """The warm start of the current recipe: the repository's shipped build when it has one for this
+    recipe (copied into the cache, checksums checked), else built here on first use."""
+    shipped = shipped_dir()
+    make = functools.partial(install_shipped, shipped=shipped) if shipped.is_dir() else build
+    return build_once((root or cache_dir()) / "models" / f"{ALIAS}-{recipe_hash()}", make)
+
+
+def tiny_alfworld_build_dir(root: Path | None = None) -> Path:
+    """The warm start built here from the recipe, whatever the repository ships (its own cache folder)."""
+    return build_once((root or cache_dir()) / "models" / f"{BUILD_ALIAS}-{recipe_hash()}", build)
 
 
 register_model(ALIAS, tiny_alfworld_dir)
+register_model(BUILD_ALIAS, tiny_alfworld_build_dir)
