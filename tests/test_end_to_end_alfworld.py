@@ -24,14 +24,14 @@ SMALL = [
 ]
 
 
-def _train(run: Path, *args: str) -> subprocess.CompletedProcess:
+def _train(run: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, "-m", "ggtrain.cli", "train", "--run-dir", str(run), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=900,
-        env=os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"},
+        env=os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"} | (env or {}),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -42,12 +42,18 @@ def _sets(*bindings: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_quickstart_path_on_two_real_games(tmp_path, initial_model):
-    """The quickstart config with the warm start replaced by an untrained model of its architecture (the
-    warm start's build is ``ggtrain sft``'s code, tested in test_sft.py)."""
-    run = tmp_path / "run"
-    proc = _train(run, *_sets(*SMALL, f"ModelSpec.path='{initial_model}'"))
+def test_quickstart_path_on_two_real_games(tmp_path):
+    """The quickstart config from an empty cache, as on a fresh clone: the shipped warm start installed by
+    its alias, evaluated, updated and evaluated again (the build itself is tested in
+    test_tiny_alfworld_build.py)."""
+    from ggtrain.policies.tiny_alfworld import recipe_hash, shipped_dir
+
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    proc = _train(run, *_sets(*SMALL), env={"GGTRAIN_CACHE": str(cache)})
     assert "eval at step 0" in proc.stderr and "iter 1/1" in proc.stderr
+    installed = cache / "models" / f"tiny-alfworld-{recipe_hash()}"
+    assert (installed / "model.safetensors").read_bytes() == (shipped_dir() / "model.safetensors").read_bytes()
+    assert not (installed / "sft_run").exists()  # copied, not built
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics if "eval/success_rate" in m] == [0, 1]
     for name in ("iteration_0000.jsonl", "iteration_0001.jsonl"):
