@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from experiments.bench.machine import machine_record  # noqa: E402
 from experiments.bench.synthetic_rows import alfworld_like_rows  # noqa: E402
+from ggtrain.machine import machine_record  # noqa: E402
 from graph import compute_advantages, jitted_estimator, make_config, row_bucket  # noqa: E402
 from graph.host_api import to_turn_rows, validate_rows  # noqa: E402
 from tests.reference_advantages import reference_advantages  # noqa: E402

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from env_bridge import pddl_translation  # noqa: E402
 from env_bridge.envs import AlfworldEnv  # noqa: E402
 from env_bridge.games import discover_games  # noqa: E402
-from experiments.bench.machine import machine_record  # noqa: E402
+from ggtrain.machine import machine_record  # noqa: E402
 
 
 def time_resets(paths: list[str], repeats: int) -> dict[str, Any]:

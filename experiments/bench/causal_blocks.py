@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from experiments.bench.machine import machine_record  # noqa: E402
 from experiments.bench.sides import median_time  # noqa: E402
+from ggtrain.machine import machine_record  # noqa: E402
 
 PACK_LENGTH, ROWS, NEW_TOKENS = 768, 32, 24
 

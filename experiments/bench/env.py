@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from env_bridge.check import play_games  # noqa: E402
 from env_bridge.games import discover_games  # noqa: E402
-from experiments.bench.machine import machine_record  # noqa: E402
+from ggtrain.machine import machine_record  # noqa: E402
 
 
 def main() -> None:

@@ -21,13 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from experiments.bench.machine import machine_record, thread_record  # noqa: E402
 from experiments.bench.sides import (  # noqa: E402
     add_side_argument,
     median_time,
     run_sides,
     torch_next_token_loss,
 )
+from ggtrain.machine import machine_record, thread_record  # noqa: E402
 
 
 def _prompts(batch: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:

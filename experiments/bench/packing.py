@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 from env_bridge.collate import collate_turns, length_bucket  # noqa: E402
 from env_bridge.packing import Packing  # noqa: E402
 from env_bridge.rollout import Turn  # noqa: E402
-from experiments.bench.machine import machine_record  # noqa: E402
+from ggtrain.machine import machine_record  # noqa: E402
 
 PACK_LENGTHS = (1536, 2048, 3072, 4096)
 

@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from experiments.bench.machine import machine_record  # noqa: E402
+from ggtrain.machine import machine_record  # noqa: E402
 
 
 def recipe_turns() -> tuple[Any, Any, list[Any]]:

@@ -1,10 +1,10 @@
-"""The machine block every benchmark JSON records (experiments/bench/machine.py)."""
+"""The machine block every benchmark JSON and every run manifest records (ggtrain/machine.py)."""
 
 from __future__ import annotations
 
 import json
 
-from experiments.bench.machine import machine_record, parse_cpuinfo
+from ggtrain.machine import machine_record, parse_cpuinfo
 
 X86 = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -50,3 +50,16 @@ def test_machine_record_is_json_and_names_cpu_and_threads(monkeypatch):
     assert record["cpu"]["cpu_count"] >= record["cpu"]["usable_cpus"] >= 1
     assert record["threads"]["OMP_NUM_THREADS"] == "3"
     assert "XLA_FLAGS" in record["threads"]
+
+
+def test_a_run_manifest_records_the_machine_at_its_start_and_every_restart(tmp_path):
+    from ggtrain.machine import cpu_record
+    from ggtrain.manifest import Manifest
+
+    Manifest.open(tmp_path, {"seed": 0}, {"run": 0})
+    Manifest.open(tmp_path, {"seed": 0}, {"run": 0})  # a resume
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    restart = [e for e in data["events"] if e["kind"] == "restart"]
+    assert data["machine"]["cpu"] == cpu_record() and data["machine"]["cpu"]["vector_extensions"] is not None
+    assert len(restart) == 1 and restart[0]["machine"] == data["machine"]
+    assert "XLA_FLAGS" in data["machine"]["threads"]

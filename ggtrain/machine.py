@@ -1,4 +1,4 @@
-"""What a benchmark ran on: CPU model, vector extensions, core counts and thread settings.
+"""What a run or a benchmark ran on: CPU model, vector extensions, core counts and thread settings.
 
 Every benchmark JSON carries :func:`machine_record` so a figure can be read against the machine that
 produced it (a 2-core AVX2 laptop and a 64-core AMX server are not the same claim).
@@ -49,7 +49,7 @@ THREAD_ENV = (
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
     """``cpu_model`` and the ``vector_extensions`` (of :data:`VECTOR_FLAGS`) of the first processor."""
-    model, flags = "", set()
+    model, flags = "", set[str]()
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip().lower()
@@ -67,6 +67,7 @@ def cpu_record(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
         info = {"cpu_model": "", "vector_extensions": []}
     if not info["cpu_model"]:
         info["cpu_model"] = platform.processor() or "unknown"
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
