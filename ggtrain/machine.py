@@ -85,9 +85,14 @@ def thread_record() -> dict[str, Any]:
     return out
 
 
+def host_record() -> dict[str, Any]:
+    """CPU and thread settings: what a run manifest records as ``machine`` (it has Python and JAX already)."""
+    return {"cpu": cpu_record(), "threads": thread_record()}
+
+
 def machine_record() -> dict[str, Any]:
     """CPU, threads, Python and (when loaded) JAX: the block every benchmark JSON records as ``machine``."""
-    out: dict[str, Any] = {"cpu": cpu_record(), "threads": thread_record(), "python": platform.python_version()}
+    out: dict[str, Any] = host_record() | {"python": platform.python_version()}
     jax = sys.modules.get("jax")
     if jax is not None:
         out["jax"] = {

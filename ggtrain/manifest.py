@@ -13,7 +13,7 @@ from typing import Any
 
 import jax
 
-from ggtrain.machine import cpu_record, thread_record
+from ggtrain.machine import host_record
 from models.artifacts import sha256_file
 
 PACKAGES = (
@@ -66,12 +66,6 @@ def game_list_hash(games: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(games)).encode()).hexdigest()
 
 
-def machine() -> dict[str, Any]:
-    """The CPU (model, vector extensions, core counts) and thread settings: XLA's CPU kernels, and with
-    them a run's floating-point results, follow the vector extensions."""
-    return {"cpu": cpu_record(), "threads": thread_record()}
-
-
 class Manifest:
     def __init__(self, path: Path, data: dict[str, Any]):
         self.path, self.data = path, data
@@ -86,7 +80,7 @@ class Manifest:
             manifest = cls(path, json.loads(path.read_text()))
             manifest.data["ended"] = None
             # the code, and the machine (whose CPU decides a run's last bits), may have changed since
-            manifest.event("restart", command=sys.argv, git=_git(), machine=machine())
+            manifest.event("restart", command=sys.argv, git=_git(), machine=host_record())
             return manifest
         data = {
             "started": now,
@@ -100,7 +94,7 @@ class Manifest:
                 "process_count": jax.process_count(),
             },
             "git": _git(),
-            "machine": machine(),
+            "machine": host_record(),  # XLA:CPU results follow the vector extensions
             "config": config,
             "seeds": seeds,
             "model_files": {},

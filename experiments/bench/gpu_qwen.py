@@ -32,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from experiments.bench.sides import emit_json  # noqa: E402
 from ggtrain.machine import machine_record  # noqa: E402
 
 PEAK_BF16 = {"NVIDIA H200": 989e12, "NVIDIA H100 80GB HBM3": 989e12}  # dense, per chip
@@ -191,10 +192,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "param_dtype": "bfloat16"
         }
     result["machine"] = machine_record()
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit_json(result, args.out)
     return result
 
 

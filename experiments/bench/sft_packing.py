@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from experiments.bench.sides import emit_json  # noqa: E402
 from ggtrain.machine import machine_record  # noqa: E402
 
 
@@ -110,10 +110,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "runs": runs,
         "machine": machine_record(),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit_json(result, args.out)
     return result
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 SIDES = ("jax", "torch")
@@ -54,3 +55,11 @@ def torch_next_token_loss(model: Any, tokens: Any) -> Any:
 
     logits = model(tokens).logits[:, :-1]
     return -torch.log_softmax(logits, -1).gather(-1, tokens[:, 1:, None]).mean()
+
+
+def emit_json(result: dict[str, Any], out: Path | None) -> None:
+    """A benchmark's result: printed as indented JSON, and written to ``out`` when given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out:
+        out.write_text(text + "\n")
