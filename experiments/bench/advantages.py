@@ -14,7 +14,6 @@ only. The JSON records the machine (CPU model, vector extensions, thread setting
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from experiments.bench.sides import emit_json  # noqa: E402
 from experiments.bench.synthetic_rows import alfworld_like_rows  # noqa: E402
 from ggtrain.machine import machine_record  # noqa: E402
 from graph import compute_advantages, jitted_estimator, make_config, row_bucket  # noqa: E402
@@ -89,7 +89,7 @@ def main() -> None:
             "speedup_vs_python_reference_host_api": round(statistics.median(reference) / statistics.median(host), 2),
             "max_abs_diff_vs_reference": max_diff,
         }
-    text = json.dumps(
+    emit_json(
         {
             "benchmark": "advantages",
             "rows": n,
@@ -102,11 +102,8 @@ def main() -> None:
             "estimators": results,
             "quoted_not_measured": QUOTED_PUBLISHED_RECIPE,
         },
-        indent=2,
+        args.out,
     )
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from experiments.bench.sides import median_time  # noqa: E402
+from experiments.bench.sides import emit_json, median_time  # noqa: E402
 from ggtrain.machine import machine_record  # noqa: E402
 
 PACK_LENGTH, ROWS, NEW_TOKENS = 768, 32, 24
@@ -192,10 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "speedup": {k: round(before[k] / after[k], 2) for k in before if k.endswith("_s")},
         "machine": machine_record(),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit_json(result, args.out)
     return 0
 
 

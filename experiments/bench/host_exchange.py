@@ -18,7 +18,6 @@ P*T*b in all; values of S bytes move S out and (P-1)*S in per host, P**2*S in al
 from __future__ import annotations
 
 import argparse
-import json
 import pickle
 import sys
 from pathlib import Path
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from env_bridge.rollout import Episode, Turn  # noqa: E402
+from experiments.bench.sides import emit_json  # noqa: E402
 from ggtrain.host_batches import bins, needs  # noqa: E402
 
 TEXT = (
@@ -137,10 +137,7 @@ def main() -> None:
             "bytes_per_turn": round(b, 1),
             "per_iteration": [per_iteration(p, b, small) for p in (2, 16, 64)],
         }
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit_json(out, args.out)
 
 
 if __name__ == "__main__":

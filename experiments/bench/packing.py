@@ -16,7 +16,6 @@ per second of each and their ratio.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -31,6 +30,7 @@ import numpy as np  # noqa: E402
 from env_bridge.collate import collate_turns, length_bucket  # noqa: E402
 from env_bridge.packing import Packing  # noqa: E402
 from env_bridge.rollout import Turn  # noqa: E402
+from experiments.bench.sides import emit_json  # noqa: E402
 from ggtrain.machine import machine_record  # noqa: E402
 
 PACK_LENGTHS = (1536, 2048, 3072, 4096)
@@ -220,10 +220,7 @@ def main() -> None:
         } | timed
         result["load_average_at_end"] = list(os.getloadavg())
     result["wall_s"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit_json(result, args.out)
 
 
 if __name__ == "__main__":
