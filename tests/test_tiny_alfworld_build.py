@@ -148,3 +148,21 @@ def test_ship_refuses_a_build_of_another_recipe(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a finished build of the current recipe"):
         tiny_alfworld.ship(built)
     assert not (tmp_path / "shipped").exists()
+
+
+def test_the_recipe_hash_follows_its_settings_not_its_comments(tmp_path, monkeypatch):
+    """A comment's edit keeps the shipped build (no hour's rebuild for a better explanation); any changed
+    setting, even one outside the comments' lines, gives a new hash."""
+    from ggtrain.policies import tiny_alfworld
+
+    recipe = tmp_path / "tiny_alfworld_sft.gin"
+    text = tiny_alfworld.RECIPE_FILE.read_text()
+    monkeypatch.setattr(tiny_alfworld, "RECIPE_FILE", recipe)
+    recipe.write_text(text)
+    current = tiny_alfworld.recipe_hash()
+    recipe.write_text("# a new first line\n" + text.replace("\n\n", "\n\n  # indented, between settings\n\n", 1))
+    assert tiny_alfworld.recipe_hash() == current
+    recipe.write_text(text.replace("SftConfig.steps = ", "SftConfig.steps = 1"))
+    assert tiny_alfworld.recipe_hash() != current
+    recipe.write_text(text + "SftConfig.eval_games = 8\n")
+    assert tiny_alfworld.recipe_hash() != current

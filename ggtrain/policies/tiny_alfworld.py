@@ -84,13 +84,19 @@ def model_config(tokenizer: Tokenizer) -> ModelConfig:
     )
 
 
+def recipe_settings(text: str) -> str:
+    """A gin file's settings: its lines without whole-line comments and blank lines, so that an edit of
+    the recipe's comments (its explanation) leaves the hash, and the shipped build, as they are."""
+    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+
+
 def recipe_hash() -> str:
     from env_bridge import demonstrations, vocabulary
     from ggtrain import sft_data
 
     parts = [
         json.dumps(ARCHITECTURE, sort_keys=True),
-        RECIPE_FILE.read_text(),
+        recipe_settings(RECIPE_FILE.read_text()),
         Path(vocabulary.__file__).read_text(),
         Path(demonstrations.__file__).read_text(),
         Path(sft_data.__file__).read_text(),  # how the demonstrations are mixed, repeated and renamed
