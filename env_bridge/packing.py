@@ -23,7 +23,6 @@ from models.buckets import bucket
 
 SLOT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TOKEN_FIELDS = ("tokens", "attention_mask", "loss_mask", "old_logp")
-SEQUENCE_STEPS = 8  # a micro-batch's sequence count rounds up to an eighth of its budget
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,16 +90,12 @@ def bins_needed(batch_lengths: Sequence[Sequence[int]], length: int) -> tuple[in
 
 
 def shape_for(packing: Packing, length: int, sequences: int, segments: int) -> PackedShape:
-    """The packed shape that holds ``sequences`` of ``segments``: whole micro-batches within their token
-    budget, each a multiple of ``packing.multiple`` sequences and of an eighth of the budget, and a
-    bucketed slot count. The eighths make the iterations of a run whose rows pack into a few sequences
-    more or fewer share one shape, so one compile of the update, for fewer than an eighth of a full
-    micro-batch's sequences added as padding."""
+    """The packed shape that holds ``sequences`` of ``segments``: whole micro-batches, each a multiple of
+    ``packing.multiple`` sequences within its token budget, and a bucketed slot count."""
     q = packing.multiple
     budget = max(q, max(1, packing.micro_batch_tokens // length) // q * q)
-    step = max(q, budget // SEQUENCE_STEPS // q * q)
     micro_batches = math.ceil(sequences / budget)
-    per_micro = min(budget, math.ceil(math.ceil(sequences / micro_batches) / step) * step)
+    per_micro = math.ceil(math.ceil(sequences / micro_batches) / q) * q
     slots = bucket(segments, SLOT_BUCKETS, "segments per packed sequence")
     return PackedShape(length, micro_batches * per_micro, slots)
 

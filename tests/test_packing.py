@@ -13,7 +13,7 @@ import optax
 import pytest
 
 from env_bridge.collate import collate_turns
-from env_bridge.packing import Packing, first_fit_decreasing, micro_batch_sequences, shape_for
+from env_bridge.packing import Packing, first_fit_decreasing, micro_batch_sequences
 from ggtrain.config import BatchConfig, ConfigError, LossConfig, TrainConfig, resolve_config
 from ggtrain.optim import make_optimizer
 from ggtrain.packing import packing_of
@@ -110,23 +110,6 @@ def test_first_fit_decreasing_and_micro_batch_rule():
     assert micro_batch_sequences(12, 64, 64 * 5) == 4
     assert micro_batch_sequences(12, 64, 64 * 12) == 12
     assert micro_batch_sequences(7, 64, 63) == 1
-
-
-def test_sequence_counts_a_few_apart_share_one_shape_with_little_padding():
-    """The quickstart's iterations pack 128 rows into 55-64 sequences of 768 (micro-batch budget 32): each
-    count its own shape meant one compile of the update per iteration. Rounded up to eighths of the
-    budget, 57-64 are one shape, and no micro-batch gains as many as an eighth of its budget in padding."""
-    packing = Packing(768, 32 * 768)
-    shapes = {shape_for(packing, 768, n, 3) for n in range(57, 65)}
-    assert len(shapes) == 1 and shapes.pop().sequences == 64
-    for n in range(1, 200):
-        shape = shape_for(packing, 768, n, 3)
-        per_micro = micro_batch_sequences(shape.sequences, 768, packing.micro_batch_tokens)
-        micro_batches = shape.sequences // per_micro
-        assert shape.sequences >= n and per_micro <= 32 and per_micro * micro_batches == shape.sequences
-        assert shape.sequences - n < micro_batches * 4, n
-    # with the mesh's multiple, counts stay whole numbers of it
-    assert all(shape_for(Packing(768, 32 * 768, multiple=3), 768, n, 3).sequences % 3 == 0 for n in range(1, 100))
 
 
 def test_a_small_mini_batch_packs_into_a_shorter_length_and_a_long_turn_lengthens_it(turns_and_advantages):
