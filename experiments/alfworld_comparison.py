@@ -66,12 +66,22 @@ def final_evaluations(source: list[str], out: Path, log: Path, env: dict[str, st
     """All games of each final split, unless that split's outcome file is already complete."""
     for split, games in FINAL_SPLITS.items():
         path = out / f"{split}.jsonl"
-        if path.exists() and len(path.read_text().splitlines()) == games:
+        if path.exists() and len(path.read_text().splitlines()) == final_split_games(split, sets):
             continue
         code = run_logged(eval_command(source, split, games, out, sets), log, env)
         if code != 0:
             return code
     return 0
+
+
+def final_split_games(split: str, sets: list[str]) -> int:
+    """How many games the final evaluation of ``split`` plays under the study's settings: all of the
+    split's, or those of ``RolloutConfig.task_types`` alone (35 of valid_seen's 140 for one type)."""
+    from ggtrain.config import config_file, resolve_config
+    from ggtrain.run import evaluation_games
+
+    config = resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets)
+    return len(evaluation_games(config, split, FINAL_SPLITS[split]))
 
 
 def study_run(folder: Path) -> tuple[str, int] | None:

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from experiments import alfworld_comparison
 from experiments.alfworld_comparison import (
     CONFIG,
     StudyMismatch,
     check_run_configs,
     check_warm_start_files,
+    final_evaluations,
+    final_split_games,
     run_bindings,
     study_model,
 )
@@ -70,6 +73,25 @@ def test_a_study_folder_refuses_a_start_that_would_give_its_runs_other_values(tm
     write_resolved_config(dataclasses.replace(config, seed=0), stored.parent)  # the folder names seed 1
     with pytest.raises(StudyMismatch, match=r"grpo-seed1 seed: 0 -> 1"):
         check_run_configs(tmp_path, None, sets)
+
+
+ONE_TASK_TYPE = ["RolloutConfig.task_types=('pick_and_place_simple',)"]
+
+
+def test_a_final_evaluation_plays_the_split_or_the_chosen_task_types_games() -> None:
+    assert [final_split_games(split, []) for split in ("valid_seen", "valid_unseen")] == [140, 134]
+    assert [final_split_games(split, ONE_TASK_TYPE) for split in ("valid_seen", "valid_unseen")] == [35, 24]
+
+
+def test_a_complete_final_evaluation_of_one_task_type_is_not_played_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    played: list[list[str]] = []
+    monkeypatch.setattr(alfworld_comparison, "run_logged", lambda cmd, log, env: played.append(cmd) or 0)
+    (tmp_path / "valid_seen.jsonl").write_text("{}\n" * 35)  # all 35 games of the type
+    (tmp_path / "valid_unseen.jsonl").write_text("{}\n" * 23)  # one of its 24 short
+    assert final_evaluations(["--model", "m"], tmp_path, tmp_path / "eval.log", {}, ONE_TASK_TYPE) == 0
+    assert [cmd[cmd.index("--split") + 1] for cmd in played] == ["valid_unseen"]
 
 
 def test_a_run_killed_while_writing_its_last_metrics_line_is_unfinished_not_an_error(tmp_path: Path) -> None:
