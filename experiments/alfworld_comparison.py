@@ -74,14 +74,20 @@ def final_evaluations(source: list[str], out: Path, log: Path, env: dict[str, st
     return 0
 
 
+def warm_start_config(sets: list[str]) -> Any:
+    """The configuration the warm start is evaluated under (``eval_command``'s ``--config graphgpo --config
+    alfworld_comparison`` and the study's bindings); its ``WARM_START_SECTIONS`` are every run's too."""
+    from ggtrain.config import config_file, resolve_config
+
+    return resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets)
+
+
 def final_split_games(split: str, sets: list[str]) -> int:
     """How many games the final evaluation of ``split`` plays under the study's settings: all of the
     split's, or those of ``RolloutConfig.task_types`` alone (35 of valid_seen's 140 for one type)."""
-    from ggtrain.config import config_file, resolve_config
     from ggtrain.run import evaluation_games
 
-    config = resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets)
-    return len(evaluation_games(config, split, FINAL_SPLITS[split]))
+    return len(evaluation_games(warm_start_config(sets), split, FINAL_SPLITS[split]))
 
 
 def study_run(folder: Path) -> tuple[str, int] | None:
@@ -116,9 +122,7 @@ def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> Non
             changed += _changes(stored, now, None)
     warm = out / "warm_start" / "config.json"
     if warm.exists():
-        changed += _changes(
-            warm, resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets), WARM_START_SECTIONS
-        )
+        changed += _changes(warm, warm_start_config(sets), WARM_START_SECTIONS)
     if changed:
         raise StudyMismatch(f"{out}: its runs were made with other settings ({'; '.join(changed)}); use a new --out")
 
@@ -127,10 +131,9 @@ def study_model(sets: list[str]) -> tuple[str, Path]:
     """The warm start every run of the study starts from: the config's ``ModelSpec.path`` as written (an
     alias, or a directory relative to the repository root, where every command of the study runs) and
     the directory it names."""
-    from ggtrain.config import config_file, resolve_config
     from ggtrain.policies.registry import model_aliases, resolve_model
 
-    path = resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets).model.path
+    path = warm_start_config(sets).model.path
     if path in model_aliases():
         return path, resolve_model(path)
     return path, resolve_model(str(ROOT / Path(path).expanduser()))  # an absolute path stays as it is
