@@ -4,12 +4,13 @@ tokenizer and architecture, the step-0 evaluation) and the SmolLM2 path with the
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = [
@@ -31,7 +32,7 @@ def _train(run: Path, *args: str, env: dict[str, str] | None = None) -> subproce
         capture_output=True,
         text=True,
         timeout=900,
-        env=os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"} | (env or {}),
+        env=child_env(**(env or {})),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

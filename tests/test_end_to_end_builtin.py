@@ -4,7 +4,6 @@ resume -> eval -> report, through the real command line in child processes."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.child_env import child_env
 from tests.test_report import C0, pixels_of, png_pixels
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def _cmd(*args: str, iterations: int) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
+    return child_env()
 
 
 def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:

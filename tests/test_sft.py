@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from ggtrain.policies.tiny_alfworld import RECIPE_FILE
 from ggtrain.sft import Batches, run_sft_steps, sft
 from ggtrain.sft_data import read_jsonl
 from models import load_pretrained
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = [
@@ -138,9 +138,7 @@ def _encoded(config, model_dir, records):
 def _sft_cli(out: Path, data: Path, *extra: str, wait: bool = True) -> subprocess.Popen:
     args = [sys.executable, "-m", "ggtrain.cli", "sft", "--data", str(data), "--out", str(out)]
     args += [x for s in [*SETS, f"ModelSpec.path='{data.parent / 'init'}'"] for x in ("--set", s)]
-    proc = subprocess.Popen(
-        [*args, *extra], cwd=ROOT, stderr=subprocess.PIPE, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"}
-    )
+    proc = subprocess.Popen([*args, *extra], cwd=ROOT, stderr=subprocess.PIPE, text=True, env=child_env())
     if wait:
         proc.wait(timeout=600)
     return proc

@@ -5,7 +5,6 @@ from there to the same weights, bit for bit, as a build never stopped."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 from models import load_pretrained
+from tests.child_env import child_env
 from tests.test_sft import SETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,9 +35,8 @@ print(build_once(Path(sys.argv[1]), partial(build, progress=False, sets=sys.argv
 
 def _build(out: Path) -> subprocess.Popen:
     sets = [*SETS, f"SftConfig.steps={STEPS}", "SftConfig.walkthrough_games=2"]
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-c", BUILD, str(out), *sets], cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", BUILD, str(out), *sets], cwd=ROOT, stderr=subprocess.PIPE, text=True, env=child_env()
     )
 
 

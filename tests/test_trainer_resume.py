@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.child_env import child_env
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(tiny_qwen2_dir, run_dir, steps, out):
-    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
     subprocess.run(
         [
             sys.executable,
@@ -31,7 +31,7 @@ def _run(tiny_qwen2_dir, run_dir, steps, out):
             str(out),
         ],
         cwd=ROOT,
-        env=env,
+        env=child_env(),
         check=True,
     )
     return dict(np.load(out))
