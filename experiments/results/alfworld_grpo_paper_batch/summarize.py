@@ -32,7 +32,8 @@ def block(success: list[float]) -> dict:
     wins = round(sum(success) * EPISODES_PER_ITERATION)
     episodes = len(success) * EPISODES_PER_ITERATION
     low, high = wilson_interval(wins, episodes)
-    return {"wins": wins, "episodes": episodes, "rate": round(wins / episodes, 3), "wilson_95": [round(low, 3), round(high, 3)]}
+    interval = [round(low, 3), round(high, 3)]
+    return {"wins": wins, "episodes": episodes, "rate": round(wins / episodes, 3), "wilson_95": interval}
 
 
 def wins(path: Path) -> int:
