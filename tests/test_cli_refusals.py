@@ -18,7 +18,7 @@ import jax
 import pytest
 
 from ggtrain.cli import main
-from tests.conftest import CACHE_DIR
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 RING = ["--config", "graphgpo", "--config", "builtin_ring"]
@@ -157,12 +157,7 @@ def _truncate_arrays(step_dir: Path) -> None:
 
 def _env() -> dict[str, str]:
     """One device, unbuffered output, and the tests' compilation cache (the child's compiles dominate)."""
-    cache = {
-        "JAX_COMPILATION_CACHE_DIR": CACHE_DIR,
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
-        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-    }
-    return os.environ | cache | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
+    return child_env(JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 
 @pytest.mark.slow

@@ -42,12 +42,8 @@ def _cmd(*args: str, iterations: int) -> list[str]:
     return [sys.executable, "-m", "ggtrain.cli", *args, "--config", "graphgpo", *sets]
 
 
-def _env() -> dict[str, str]:
-    return child_env()
-
-
 def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow
@@ -59,7 +55,7 @@ def test_train_sigterm_resume_eval(tmp_path):
     child = subprocess.Popen(
         _cmd("train", "--run-dir", str(run), iterations=50),
         cwd=ROOT,
-        env=_env(),
+        env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -6,7 +6,6 @@ step, PRNG key, and the iteration (the rollout position) with its metrics and ev
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +15,9 @@ import numpy as np
 import pytest
 
 from ggtrain.metrics import LOSS
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE_DIR = os.environ.get("GGTRAIN_JAX_CACHE", str(ROOT / ".jax_cache"))  # the test session's (conftest.py)
 STEPS_PER_ITERATION = 6  # 6 task groups of 4 trajectories, one whole group per 48-row mini-batch
 BINDINGS = [
     "RolloutConfig.groups_per_iteration=6",
@@ -44,11 +43,7 @@ TIMINGS |= {"train/step_time_s", "train/tokens_per_s"}
 def _train(*args: str, fault: str = "") -> subprocess.Popen:
     sets = [x for b in BINDINGS for x in ("--set", b)]
     cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", "ggpo", "--config", "builtin_ring", *sets, *args]
-    env = os.environ | {
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
-        "JAX_COMPILATION_CACHE_DIR": CACHE_DIR,  # the three processes compile the same programs
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
-    }
+    env = child_env()  # one device; the session's compilation cache: the three processes compile the same programs
     env.pop("GGTRAIN_FAULT_INJECT", None)
     if fault:
         env["GGTRAIN_FAULT_INJECT"] = fault
