@@ -46,3 +46,14 @@ def test_the_tracked_state_line_has_no_unknown_word(walkthrough_turns):
     assert any("(unprocessed)" in line for line in lines)  # something was held
     for line in lines:
         assert unk not in tokenizer.encode(line, add_special_tokens=False), line
+
+
+def test_the_shipped_build_has_the_tokenizer_built_now():
+    """The shipped weights' token ids are the ids a fresh build of the vocabulary gives (a changed vocabulary
+    changes the recipe hash too, ggtrain.policies.tiny_alfworld.later_inputs)."""
+    from ggtrain.policies.tiny_alfworld import shipped_dir
+    from models.zoo import WORD_LEVEL_CHAT_TEMPLATE
+
+    shipped = shipped_dir()
+    assert json.loads((shipped / "tokenizer.json").read_text()) == json.loads(alfworld_tokenizer().backend.to_str())
+    assert json.loads((shipped / "tokenizer_config.json").read_text())["chat_template"] == WORD_LEVEL_CHAT_TEMPLATE

@@ -165,3 +165,21 @@ def test_the_recipe_hash_follows_its_settings_not_its_comments(tmp_path, monkeyp
     assert tiny_alfworld.recipe_hash() != current
     recipe.write_text(text + "SftConfig.eval_games = 8\n")
     assert tiny_alfworld.recipe_hash() != current
+
+
+@pytest.mark.parametrize("module", ["prompts", "state_tracker"])
+def test_an_edited_prompt_builder_or_state_line_gets_a_new_recipe_hash(tmp_path, monkeypatch, module):
+    """They render every demonstration and their templates are vocabulary words: an edit would otherwise
+    reuse weights trained on other prompts."""
+    import importlib
+
+    from ggtrain.policies import tiny_alfworld
+
+    source = importlib.import_module(f"env_bridge.{module}")
+    current = tiny_alfworld.recipe_hash()
+    copy = tmp_path / f"{module}.py"
+    copy.write_text(Path(source.__file__).read_text())
+    monkeypatch.setattr(source, "__file__", str(copy))
+    assert tiny_alfworld.recipe_hash() == current  # the same content, the same hash
+    copy.write_text(copy.read_text() + "\n# one more line\n")
+    assert tiny_alfworld.recipe_hash() != current

@@ -6,7 +6,8 @@ success is in ``experiments/results/tiny_alfworld_recipe/``).
 
 The vocabulary is every word the shipped games can show (``env_bridge.vocabulary``), lower-cased, each
 punctuation character alone, the chat roles and the four tags; anything else is the unknown token. The
-cache folder's name carries a hash of the recipe (architecture, SFT config file, vocabulary), so a
+cache folder's name carries a hash of the recipe (architecture, SFT config file, vocabulary, the
+demonstrations' code, the prompt builder, the tracked-state line, the tokenizer and chat template), so a
 changed recipe never reuses stale weights. ``warm_start.json`` beside the weights records the recipe and
 the measured starting success.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import shutil
 import sys
@@ -101,7 +103,38 @@ def recipe_hash() -> str:
         Path(demonstrations.__file__).read_text(),
         Path(sft_data.__file__).read_text(),  # how the demonstrations are mixed, repeated and renamed
     ]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+    changed = [text for name, text in later_inputs().items() if _sha256(text) != LATER_INPUTS_AT_SHIPPED_BUILD[name]]
+    return hashlib.sha256("\n".join(parts + changed).encode()).hexdigest()[:12]
+
+
+# Inputs of the weights that joined the hash after the shipped build was made, with the sha256 of the
+# content that build was made with (every one last changed before the build began, 2026-12-04; the
+# fresh tokenizer equals the shipped one, tests/test_alfworld_vocabulary.py). Each one's text enters
+# the hash once it differs from that content: a changed prompt, state line, tokenizer or chat template
+# gets a new hash, and the shipped build keeps its name until one does.
+LATER_INPUTS_AT_SHIPPED_BUILD = {
+    "env_bridge/prompts.py": "7cf34a2d75b6184f",
+    "env_bridge/state_tracker.py": "e46b03af06759c20",
+    "alfworld_tokenizer": "18208e75a1530b95",
+    "word-level chat template and specials": "607e5bf0cd241436",
+}
+
+
+def later_inputs() -> dict[str, str]:
+    """The prompt builder and tracked-state line the demonstrations are rendered with (and whose
+    templates are vocabulary words), the tokenizer's construction, and the chat template."""
+    from env_bridge import prompts, state_tracker
+
+    return {
+        "env_bridge/prompts.py": Path(prompts.__file__).read_text(),
+        "env_bridge/state_tracker.py": Path(state_tracker.__file__).read_text(),
+        "alfworld_tokenizer": inspect.getsource(alfworld_tokenizer),
+        "word-level chat template and specials": json.dumps([WORD_LEVEL_CHAT_TEMPLATE, list(WORD_LEVEL_SPECIALS)]),
+    }
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def build(tmp: Path, progress: bool = True, sets: Sequence[str] = ()) -> str:
