@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from env_bridge.games import SPLITS, discover_games
 from env_bridge.vocabulary import split_words
 from ggtrain.policies.tiny_alfworld import TAGS, alfworld_tokenizer
@@ -57,3 +59,24 @@ def test_the_shipped_build_has_the_tokenizer_built_now():
     shipped = shipped_dir()
     assert json.loads((shipped / "tokenizer.json").read_text()) == json.loads(alfworld_tokenizer().backend.to_str())
     assert json.loads((shipped / "tokenizer_config.json").read_text())["chat_template"] == WORD_LEVEL_CHAT_TEMPLATE
+
+
+@pytest.mark.slow
+def test_every_state_of_the_evaluation_games_walkthroughs_reads_without_an_unknown_word():
+    """What the engine shows, not what the vocabulary was read from: at every state the expert passes
+    through in all 274 evaluation games, the observation and every admissible command there (the commands
+    no expert uses too: examine, use, other places)."""
+    from env_bridge.demonstrations import walkthrough_demonstrations
+    from env_bridge.prompts import prompt_builder
+
+    tokenizer = alfworld_tokenizer()
+    games = [g for split in ("valid_seen", "valid_unseen") for g in discover_games(split)]
+    assert len(games) == 140 + 134
+    states, unknown = 0, set()
+    for records in walkthrough_demonstrations(games, prompt_builder("tags", 1, True), "tags", workers=2):
+        for r in records:
+            states += 1
+            for text in [r["observation"], *r["admissible"]]:
+                unknown |= {w for w in split_words(text) if tokenizer.token_to_id(w) is None}
+    assert states >= 274 * 3  # every walkthrough played, several states each
+    assert not unknown, sorted(unknown)
