@@ -8,7 +8,6 @@ Every run goes through the real command line (``ggtrain train``) on the built-in
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import socket
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 from ggtrain.metrics import LOSS
 from ggtrain.policies.tiny_ring import tiny_ring_dir
 from models import load_pretrained
+from tests.child_env import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 LEARNING_RATE = 3e-3
@@ -68,14 +68,7 @@ def _launch(
     sets = [x for b in BINDINGS for x in ("--set", b)]
     cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", "graphgpo", "--config", "builtin_ring", *sets]
     cmd += list(extra) if "--resume" in extra else ["--run-dir", str(run), *extra]
-    base = (
-        os.environ
-        | (env or {})
-        | {
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
+    base = child_env(devices, **(env or {}))
     if processes == 1:
         return [subprocess.Popen(cmd, cwd=ROOT, env=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
     port = _free_port()
@@ -213,7 +206,7 @@ def test_a_hung_or_dead_peer_stops_the_others_by_name(tmp_path, fault):
 
 def test_exchange_gathers_large_values_and_drops_earlier_rounds():
     port = _free_port()
-    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+    env = child_env()
     children = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.multihost_exchange_worker", str(port), str(i)],
