@@ -5,27 +5,30 @@ sample std over each method's finished seeds; the GGPO β 1 rerun beside it when
     python experiments/results/builtin_comparison_rerun/summarize.py
 """
 
-import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+
+from experiments.builtin_comparison import METHODS, finished  # noqa: E402
+from ggtrain.metrics import EVAL_SUCCESS, TRAIN_SUCCESS, read_metrics  # noqa: E402
+
 FOLDERS = {"": HERE / "runs", " (β 1)": HERE.parent / "builtin_comparison_ggpo_beta1_rerun" / "runs"}
 
 
-def curves(run: Path) -> tuple[list[float], list[float]] | None:
-    """(training success per iteration, evaluation success per evaluation) of a finished run, else None."""
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    train = [x["train/success_rate"] for x in lines if "train/success_rate" in x]
-    if len(train) != json.loads((run / "config.json").read_text())["iterations"]:
-        return None
-    return train, [x["eval/success_rate"] for x in lines if "eval/success_rate" in x and x["step"] > 0]
+def curves(run: Path) -> tuple[list[float], list[float]]:
+    """(training success per iteration, evaluation success per evaluation after the first update)."""
+    records = [m for _, m in read_metrics(run / "metrics.jsonl")]
+    train = [m[TRAIN_SUCCESS] for m in records if TRAIN_SUCCESS in m]
+    return train, [m[EVAL_SUCCESS] for m in records if EVAL_SUCCESS in m and m["step"] > 0]
 
 
 for label, runs in FOLDERS.items():
-    for method in ("grpo", "gigpo", "graphgpo", "graph_only", "ggpo"):
-        found = [c for r in sorted(runs.glob(f"{method}-seed*/")) if (c := curves(r))]
+    for method in METHODS:
+        found = [curves(r) for r in sorted(runs.glob(f"{method}-seed*/")) if finished(r)]
         if not found:
             continue
         train, evals = np.asarray([t for t, _ in found]), np.asarray([e for _, e in found])
