@@ -78,6 +78,12 @@ class BatchConfig:
     packing: bool = True  # several turns share one sequence (env_bridge.packing); False: one padded row each
     pack_length: int = 1536  # tokens per packed sequence (experiments/bench/packing.py chose it)
     micro_batch_tokens: int = 0  # packed: token positions per micro-batch; 0 = micro_batch_rows x pack_length
+    # train only the turns whose advantage is not 0 (the filter of DAPO's dynamic sampling): a turn of a
+    # group whose episodes all scored alike has no policy gradient, yet costs as much as any other turn.
+    # The PPO term's gradient direction is unchanged; its token-mean is then over the trained turns, and
+    # the KL and entropy terms cover those turns only. Fewer turns make fewer mini-batches. Not with GGPO,
+    # whose loss compares whole groups.
+    drop_zero_advantage_turns: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.pack_length, int) or self.pack_length < 1:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
+
 from env_bridge.collate import LENGTH_BUCKETS, PaddedShape, length_bucket, mini_batch_plan, turn_lengths
 from env_bridge.packing import PackedShape, Packing, bins_needed, sequence_length, shape_for
 from env_bridge.rollout import Turn
@@ -37,6 +39,13 @@ class Epoch:
     plan: Plan
     batches: int
     shape: PaddedShape | PackedShape
+
+
+def turns_with_signal(turns: Sequence[Turn], advantages: np.ndarray) -> tuple[list[Turn], np.ndarray]:
+    """The turns whose advantage is not 0, in their order, with their advantages
+    (``BatchConfig.drop_zero_advantage_turns``)."""
+    keep = np.flatnonzero(np.asarray(advantages) != 0)
+    return [turns[int(i)] for i in keep], np.asarray(advantages)[keep]
 
 
 def host_rows(mini_batch_rows: int, processes: int) -> int:

@@ -130,6 +130,11 @@ def check_config(config: TrainConfig, processes: int, devices: list[jax.Device])
         check_rows_stay_home(built)  # then each host's share, rows / processes, splits over its own shards
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    if config.loss.name == "ggpo" and config.batch.drop_zero_advantage_turns:
+        raise ConfigError(
+            "BatchConfig.drop_zero_advantage_turns = True with LossConfig.name = 'ggpo': GGPO's loss compares"
+            " whole task groups, so no turn of a group can be left out"
+        )
     group_rows = config.rollout.group_size * config.rollout.max_turns
     if config.loss.name == "ggpo" and host_rows(rows, processes) < group_rows:
         raise ConfigError(

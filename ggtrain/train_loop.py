@@ -30,7 +30,7 @@ from env_bridge.rollout import Episode, SamplerPolicy, Turn
 from ggtrain.config import TrainConfig, config_to_dict
 from ggtrain.distributed import fail_fast
 from ggtrain.evaluate import evaluate, summarize_outcomes, write_outcomes
-from ggtrain.host_batches import Epoch, host_epochs, host_rows
+from ggtrain.host_batches import Epoch, host_epochs, host_rows, turns_with_signal
 from ggtrain.host_exchange import HostExchange, PeerTimeout
 from ggtrain.interrupted import Interrupted
 from ggtrain.metrics import MetricAccumulator
@@ -251,14 +251,28 @@ def epoch_batches(
         yield batch
 
 
+def trained_turns(
+    run: OpenedRun, turns: list[Turn], advantages: np.ndarray
+) -> tuple[list[Turn], np.ndarray, dict[str, float]]:
+    """The turns the update trains, their advantages, and with ``BatchConfig.drop_zero_advantage_turns``
+    ``dropped_turns``, the turns left out on every host (those whose advantage is 0). Collective."""
+    if not run.config.batch.drop_zero_advantage_turns:
+        return turns, advantages, {}
+    kept, kept_advantages = turns_with_signal(turns, advantages)
+    counts = run.host.exchange("trained_turns", (len(kept), len(turns)))
+    return kept, kept_advantages, {"dropped_turns": float(sum(total - k for k, total in counts))}
+
+
 def update_policy(
     run: OpenedRun, iteration: int, turns: list[Turn], advantages: np.ndarray
 ) -> tuple[dict[str, float], float]:
     """``BatchConfig.epochs`` passes of optimizer steps; returns the update metrics and the seconds. With
     ``OptimizerConfig.skip_zero_advantage_steps`` a mini-batch without a nonzero advantage on any host
-    takes no step, and ``skipped_steps`` counts them."""
+    takes no step, and ``skipped_steps`` counts them; with ``BatchConfig.drop_zero_advantage_turns`` only
+    the turns with a nonzero advantage are trained (:func:`trained_turns`)."""
     update = MetricAccumulator()
     t0 = time.perf_counter()
+    turns, advantages, dropped = trained_turns(run, turns, advantages)
     epochs = update_epochs(run, iteration, turns)
     skip, skipped = run.config.optimizer.skip_zero_advantage_steps, 0
     with _bar(run.show_progress, sum(e.batches for e in epochs), f"iter {iteration + 1} update", "step") as bar:
@@ -269,7 +283,8 @@ def update_policy(
                 else:
                     update.add(run.updater.update(batch))
                 bar.update(1)
-    return update.means() | ({"skipped_steps": float(skipped)} if skip else {}), time.perf_counter() - t0
+    skipped_steps = {"skipped_steps": float(skipped)} if skip else {}
+    return update.means() | skipped_steps | dropped, time.perf_counter() - t0
 
 
 def evaluation_due(config: TrainConfig, iteration: int) -> bool:

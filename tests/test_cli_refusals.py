@@ -65,6 +65,15 @@ def test_a_bad_value_is_refused_by_name_before_the_run_directory_exists(tmp_path
     assert not run.exists()
 
 
+def test_dropping_zero_advantage_turns_is_refused_for_ggpo_before_the_run_directory_exists(tmp_path, capsys):
+    run = tmp_path / "run"
+    sets = _sets("LossConfig.name='ggpo'", "BatchConfig.drop_zero_advantage_turns=True")
+    assert main(["train", *RING, "--run-dir", str(run), *sets]) == 2
+    (line,) = _error_lines(capsys)
+    assert "BatchConfig.drop_zero_advantage_turns = True with LossConfig.name = 'ggpo'" in line, line
+    assert not run.exists()
+
+
 def test_eval_refuses_zero_games(capsys):
     assert main(["eval", "--model", "tiny-ring", *RING, "--games", "0"]) == 2
     (line,) = _error_lines(capsys)
