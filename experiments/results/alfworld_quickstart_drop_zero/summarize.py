@@ -9,7 +9,7 @@ from pathlib import Path
 from ggtrain.metrics import read_metrics
 
 HERE = Path(__file__).resolve().parent
-RUNS = ("baseline", "drop_cold", "drop", "drop_steps_cold", "drop_steps")
+RUNS = ("baseline_fresh_cache", "baseline", "drop_cold", "drop", "drop_steps_cold", "drop_steps")
 
 
 def wins(path: Path) -> int:
