@@ -41,6 +41,11 @@ class Game:
         """``<task folder>/<trial folder>``: unique within a split."""
         return f"{self.path.parent.parent.name}/{self.path.parent.name}"
 
+    @property
+    def task(self) -> str:
+        """The task folder (task type, object, receptacle and scene number): every trial of a task shares it."""
+        return self.path.parent.parent.name
+
 
 def task_type_of(task_folder: str) -> str:
     for task in TASK_TYPES:

@@ -122,6 +122,10 @@ class RolloutConfig:
     env: str = "alfworld"  # alfworld | builtin
     split: str = "train"
     task_types: tuple[str, ...] = ()
+    # train only on the games of ``split`` whose task (task type, object, receptacle and scene: the game's
+    # folder) is one of the evaluation games' tasks: other trials of the tasks it is evaluated on, so the
+    # games stay disjoint but the rooms and goals are the same (ALFWorld only)
+    evaluation_tasks_only: bool = False
     builtin_games: tuple[str, ...] = ("builtin:5:2:3", "builtin:6:1:4", "builtin:7:3:5", "builtin:5:4:1")
     groups_per_iteration: int = 16
     group_size: int = 8

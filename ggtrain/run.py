@@ -23,7 +23,7 @@ from typing import Any
 
 import jax
 
-from env_bridge.games import discover_games
+from env_bridge.games import Game, discover_games
 from env_bridge.rollout import RolloutDriver
 from env_bridge.worker_pool import EnvPool
 from ggtrain.checkpoint import CheckpointError, CheckpointStore
@@ -92,7 +92,23 @@ def training_games(config: TrainConfig) -> list[str]:
     found = alfworld_games(
         config, lambda: discover_games(rollout.split, config.data_dir or None, rollout.task_types or None)
     )
+    if rollout.evaluation_tasks_only:
+        found = evaluation_tasks(config, found)
     return [str(g.path) for g in found]
+
+
+def evaluation_tasks(config: TrainConfig, games: list[Game]) -> list[Game]:
+    """``RolloutConfig.evaluation_tasks_only``: the ``games`` whose task is an evaluation game's, none of
+    them an evaluation game."""
+    evaluated = evaluation_games(config, config.eval.split, config.eval.games)
+    tasks, ids = {g.game_id.split("/")[0] for g in evaluated}, {(config.eval.split, g.game_id) for g in evaluated}
+    kept = [g for g in games if g.task in tasks and (g.split, g.game_id) not in ids]
+    if not kept:
+        raise ConfigError(
+            f"RolloutConfig.evaluation_tasks_only = True: no {config.rollout.split} game shares a task with the"
+            f" {len(evaluated)} {config.eval.split} evaluation games"
+        )
+    return kept
 
 
 def evaluation_games(config: TrainConfig, split: str, count: int) -> list[EvalGame]:
