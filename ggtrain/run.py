@@ -146,6 +146,11 @@ def check_config(config: TrainConfig, processes: int, devices: list[jax.Device])
         check_rows_stay_home(built)  # then each host's share, rows / processes, splits over its own shards
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    if config.rollout.env != "alfworld" and config.rollout.evaluation_tasks_only:
+        raise ConfigError(
+            f"RolloutConfig.evaluation_tasks_only = True with RolloutConfig.env = {config.rollout.env!r}: only"
+            " ALFWorld games have tasks with several trials"
+        )
     if config.loss.name == "ggpo" and config.batch.drop_zero_advantage_turns:
         raise ConfigError(
             "BatchConfig.drop_zero_advantage_turns = True with LossConfig.name = 'ggpo': GGPO's loss compares"

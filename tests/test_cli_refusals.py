@@ -55,6 +55,10 @@ def _error_lines(capsys) -> list[str]:
         ("TrainConfig.iterations=-1", "TrainConfig.iterations = -1: expected at least 0"),
         ("RolloutConfig.prefill_chunk=384", "RolloutConfig.prefill_chunk = 384: expected a power of two"),
         ("RolloutConfig.top_p=1.5", "RolloutConfig.top_p = 1.5: expected at most 1"),
+        (
+            "RolloutConfig.evaluation_tasks_only=True",
+            "RolloutConfig.evaluation_tasks_only = True with RolloutConfig.env = 'builtin'",
+        ),
     ],
 )
 def test_a_bad_value_is_refused_by_name_before_the_run_directory_exists(tmp_path, capsys, binding, expected):
