@@ -7,29 +7,22 @@ dropped turns; with an entropy term it does not (the control)."""
 
 from __future__ import annotations
 
-import random
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from env_bridge.collate import collate_turns
-from env_bridge.envs import BuiltinRingEnv
-from env_bridge.prompts import prompt_builder
-from env_bridge.rollout import RolloutDriver, ScriptedPolicy
-from env_bridge.worker_pool import EnvPool
 from ggtrain.config import BatchConfig, LossConfig, OptimizerConfig, TrainConfig
 from ggtrain.host_batches import turns_with_signal
 from ggtrain.optim import make_optimizer
-from ggtrain.policies.tiny_ring import ring_corpus
 from ggtrain.train_state import create_train_state
 from ggtrain.train_step import make_gradient_fn
 from graph import compute_advantages
 from models.config import tiny_llama
 from models.decoder import init_params
 from models.scoring import score_tokens_jit
-from models.zoo import word_level_tokenizer
+from tests.ring_rollouts import ring_rollout
 from tests.test_grpo_parity_production import ROW_FIELDS
 
 # 'builtin:8:4:0' needs 10 moves (4 rooms, take, 4 rooms, put), more than MAX_TURNS: nobody wins it
@@ -37,33 +30,9 @@ GAMES = ["builtin:3:0:1", "builtin:4:1:2", "builtin:8:4:0"]
 GROUP_SIZE, MAX_TURNS, ROWS = 4, 6, 80
 
 
-def _policy(tokenizer) -> ScriptedPolicy:
-    """The walkthrough's next move with probability 0.7, else a random listed action."""
-    env = BuiltinRingEnv()
-    plans = {g: env.walkthrough(g) for g in GAMES}
-    progress: dict[int, int] = {}
-
-    def choose(view) -> str:
-        rng = random.Random(hash((view.traj, view.turn)))
-        k = 0 if view.turn == 0 else progress.get(view.slot, 0)
-        plan = plans[view.game]
-        if rng.random() < 0.7 and k < len(plan) and plan[k] in view.admissible:
-            progress[view.slot] = k + 1
-            return plan[k]
-        progress[view.slot] = k
-        return rng.choice(view.admissible)
-
-    return ScriptedPolicy(tokenizer, choose, action_format="choice")
-
-
 @pytest.fixture(scope="module")
 def rollout():
-    tokenizer = word_level_tokenizer(ring_corpus())
-    with EnvPool("builtin", 2) as pool:
-        driver = RolloutDriver(
-            pool, tokenizer, prompt_builder("choice", 1), max_turns=MAX_TURNS, action_format="choice"
-        )
-        result = driver.run(GAMES, GROUP_SIZE, _policy(tokenizer), seed=0)
+    tokenizer, result = ring_rollout(GAMES, GROUP_SIZE, MAX_TURNS, invalid=0.0)
     rows = {k: np.asarray([getattr(t, k) for t in result.turns]) for k in ROW_FIELDS}
     advantages = compute_advantages("grpo", rows, invalid_penalty=0.0)
     return tokenizer, result.turns, np.asarray(advantages, np.float32)

@@ -11,55 +11,26 @@ advantage reaching the tokens would break (the control shows it does).
 
 from __future__ import annotations
 
-import random
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from env_bridge.collate import collate_turns
-from env_bridge.envs import BuiltinRingEnv
-from env_bridge.prompts import prompt_builder
-from env_bridge.rollout import RolloutDriver, ScriptedPolicy
-from env_bridge.worker_pool import EnvPool
 from ggtrain.config import BatchConfig, LossConfig, MeshConfig, OptimizerConfig, TrainConfig
-from ggtrain.policies.tiny_ring import ring_corpus
 from ggtrain.ppo import clipped_policy_gradient
 from ggtrain.update_loop import Updater
 from graph import compute_advantages
 from models.config import tiny_llama
 from models.decoder import init_params
 from models.scoring import score_tokens, score_tokens_jit
-from models.zoo import word_level_tokenizer
+from tests.ring_rollouts import ring_rollout
 
 GAMES = ["builtin:3:0:1", "builtin:4:1:2", "builtin:3:2:1"]
 GROUP_SIZE = 4
 MAX_TURNS = 6
 ROW_FIELDS = ("group", "traj", "turn", "state", "next_state", "env_reward", "valid")
 EPS, PENALTY = 1e-6, 0.1
-
-
-def _policy(tokenizer, seed: int) -> ScriptedPolicy:
-    """Walkthrough with probability 0.7, an invalid answer with 0.1, else a random listed action."""
-    env = BuiltinRingEnv()
-    plans = {g: env.walkthrough(g) for g in GAMES}
-    progress: dict[int, int] = {}
-
-    def choose(view) -> str:
-        rng = random.Random(hash((seed, view.traj, view.turn)))
-        k = 0 if view.turn == 0 else progress.get(view.slot, 0)
-        plan = plans[view.game]
-        u = rng.random()
-        if u < 0.7 and k < len(plan) and plan[k] in view.admissible:
-            progress[view.slot] = k + 1
-            return plan[k]
-        progress[view.slot] = k
-        if u < 0.8:
-            return "jump"  # not a listed action: invalid
-        return rng.choice(view.admissible)
-
-    return ScriptedPolicy(tokenizer, choose, action_format="choice")
 
 
 def grpo_row_advantages(turns) -> np.ndarray:
@@ -83,12 +54,7 @@ def grpo_row_advantages(turns) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def rollout():
-    tokenizer = word_level_tokenizer(ring_corpus())
-    with EnvPool("builtin", 2) as pool:
-        driver = RolloutDriver(
-            pool, tokenizer, prompt_builder("choice", 1), max_turns=MAX_TURNS, action_format="choice"
-        )
-        result = driver.run(GAMES, GROUP_SIZE, _policy(tokenizer, 0), seed=0)
+    tokenizer, result = ring_rollout(GAMES, GROUP_SIZE, MAX_TURNS, invalid=0.1)
     assert not result.dropped_groups
     return tokenizer, result.turns
 
