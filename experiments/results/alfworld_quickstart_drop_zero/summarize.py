@@ -32,8 +32,10 @@ def optimizer_steps(m: dict) -> int:
 
 
 def main() -> None:
-    print("| run | wall time | wins at step 0 -> after iteration 5 (of 32) | update s per iteration (sum) "
-          "| turns left out per iteration | optimizer steps | KL at iteration 5 |")
+    print(
+        "| run | wall time | wins at step 0 -> after iteration 5 (of 32) | update s per iteration (sum) "
+        "| turns left out per iteration | optimizer steps | KL at iteration 5 |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in RUNS:
         run = HERE / name
