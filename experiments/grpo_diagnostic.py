@@ -110,3 +110,15 @@ def study_summary(folder: Path, episodes_per_iteration: int) -> dict:
     summary["pooled"] = pooled(runs, warm_start)
     summary["final_wins_warm_start"] = {s: wins(warm_start / f"{s}.jsonl") for s in SPLITS}
     return summary
+
+
+def summary_with_kl(folder: Path, episodes_per_iteration: int, beside: dict[str, Path]) -> dict:
+    """``study_summary`` with each seed's KL to the warm start per iteration, and the final wins of the
+    finished GRPO seeds of the studies ``beside`` (name -> study folder) under ``final_wins_<name>``."""
+    summary = study_summary(folder, episodes_per_iteration)
+    for run in finished_runs(folder):
+        kl = training_metric(run, "kl")
+        summary[run.name]["kl_per_iteration"] = [None if x is None else round(x, 4) for x in kl]
+    for name, other in beside.items():
+        summary[f"final_wins_{name}"] = {run.name: final_wins(run) for run in finished_runs(other)}
+    return summary

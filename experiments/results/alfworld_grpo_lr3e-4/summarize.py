@@ -14,13 +14,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from experiments.grpo_diagnostic import final_wins, finished_runs, study_summary, training_metric  # noqa: E402
-
-AT_1E4 = HERE.parent / "alfworld_comparison_1600_step_warm_start"
+from experiments.grpo_diagnostic import summary_with_kl  # noqa: E402
 
 if __name__ == "__main__":
-    summary = study_summary(HERE, episodes_per_iteration=4 * 4)
-    for run in finished_runs(HERE):
-        summary[run.name]["kl_per_iteration"] = [None if x is None else round(x, 4) for x in training_metric(run, "kl")]
-    summary["final_wins_grpo_at_1e-4"] = {run.name: final_wins(run) for run in finished_runs(AT_1E4)}
-    print(json.dumps(summary, indent=1))
+    beside = {"grpo_at_1e-4": HERE.parent / "alfworld_comparison_1600_step_warm_start"}
+    print(json.dumps(summary_with_kl(HERE, 4 * 4, beside), indent=1))
