@@ -6,7 +6,8 @@ evaluations are skipped, an interrupted run resumes from its last checkpoint (ev
 checkpointed, so at most one iteration is lost). Refused before anything runs: a start whose settings
 (``--iterations``, ``--set``, the gin files) would give any existing run other values than its
 ``config.json`` holds, and a start whose warm-start files differ from those any existing run or the warm
-start's evaluation recorded in its manifest.
+start's evaluation recorded in its manifest. ``--set METHOD:KEY=VALUE`` binds for one method's runs only,
+for a setting that method's loss cannot take.
 
     python experiments/alfworld_comparison.py --out experiments/results/alfworld_comparison
     python experiments/alfworld_comparison.py --methods graphgpo --seeds 0 --iterations 2 --out /tmp/cmp
@@ -34,6 +35,19 @@ FINAL_SPLITS = {"valid_seen": 140, "valid_unseen": 134}
 CONFIG = "alfworld_comparison"
 
 
+def method_of(binding: str) -> str | None:
+    """The method a ``METHOD:KEY=VALUE`` binding is for; None for a plain ``KEY=VALUE``."""
+    prefix, colon, _ = binding.partition(":")
+    return prefix if colon and prefix in METHODS else None
+
+
+def method_sets(method: str, sets: list[str]) -> list[str]:
+    """The study's bindings for ``method``'s runs: every plain one, then (so they win) its own
+    ``METHOD:KEY=VALUE`` ones, for a setting one loss cannot take (GGPO's mini-batch holds whole groups)."""
+    own = [b.partition(":")[2] for b in sets if method_of(b) == method]
+    return [b for b in sets if method_of(b) is None] + own
+
+
 def run_bindings(seed: int, iterations: int | None, sets: list[str]) -> list[str]:
     """The gin bindings of one run: its seed, the study's ``--set`` bindings and ``--iterations``."""
     bindings = [f"TrainConfig.seed={seed}", *sets]
@@ -42,7 +56,7 @@ def run_bindings(seed: int, iterations: int | None, sets: list[str]) -> list[str
 
 def train_command(method: str, seed: int, run: Path, iterations: int | None, sets: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "ggtrain.cli", "train", "--config", method, "--config", CONFIG]
-    cmd += [x for b in run_bindings(seed, iterations, sets) for x in ("--set", b)]
+    cmd += [x for b in run_bindings(seed, iterations, method_sets(method, sets)) for x in ("--set", b)]
     return cmd + run_dir_flags(run)
 
 
@@ -50,7 +64,13 @@ def eval_command(source: list[str], split: str, games: int, out: Path, sets: lis
     """A run is evaluated with its own config.json; the warm start with the comparison's config."""
     cmd = [sys.executable, "-m", "ggtrain.cli", "eval", *source]
     if source[0] == "--model":
-        cmd += ["--config", "graphgpo", "--config", CONFIG, *[x for b in sets for x in ("--set", b)]]
+        cmd += [
+            "--config",
+            "graphgpo",
+            "--config",
+            CONFIG,
+            *[x for b in method_sets("graphgpo", sets) for x in ("--set", b)],
+        ]
     return [*cmd, "--split", split, "--games", str(games), "--out", str(out)]
 
 
@@ -79,7 +99,7 @@ def warm_start_config(sets: list[str]) -> Any:
     alfworld_comparison`` and the study's bindings); its ``WARM_START_SECTIONS`` are every run's too."""
     from ggtrain.config import config_file, resolve_config
 
-    return resolve_config([config_file("graphgpo"), config_file(CONFIG)], sets)
+    return resolve_config([config_file("graphgpo"), config_file(CONFIG)], method_sets("graphgpo", sets))
 
 
 def final_split_games(split: str, sets: list[str]) -> int:
@@ -118,7 +138,7 @@ def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> Non
         if run := study_run(stored.parent):
             method, seed = run
             files = [config_file(method), config_file(CONFIG)]
-            now = resolve_config(files, run_bindings(seed, iterations, sets))
+            now = resolve_config(files, run_bindings(seed, iterations, method_sets(method, sets)))
             changed += _changes(stored, now, None)
     warm = out / "warm_start" / "config.json"
     if warm.exists():
@@ -179,9 +199,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     parser.add_argument("--iterations", type=int, help="override TrainConfig.iterations (default: the gin file's)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="gin binding for every run")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="[METHOD:]KEY=VALUE",
+        help="gin binding for every run, or with METHOD: for that method's runs only (after the plain ones)",
+    )
     parser.add_argument("--threshold", type=float, default=0.3, help="success rate for the cost-to-reach table")
     args = parser.parse_args(argv)
+    for binding in args.set:
+        prefix, colon, _ = binding.partition(":")
+        if colon and prefix.isidentifier() and prefix not in METHODS:
+            parser.error(f"--set {binding}: {prefix!r} is not a method (one of {', '.join(METHODS)})")
     out = Path(args.out).absolute()
     check_run_configs(out, args.iterations, args.set)
     try:

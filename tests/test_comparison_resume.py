@@ -17,8 +17,10 @@ from experiments.alfworld_comparison import (
     check_warm_start_files,
     final_evaluations,
     final_split_games,
+    main,
     run_bindings,
     study_model,
+    train_command,
 )
 from experiments.builtin_comparison import StrayRunFolder, finished, run_dir_flags
 from ggtrain.config import config_file, resolve_config, write_resolved_config
@@ -73,6 +75,25 @@ def test_a_study_folder_refuses_a_start_that_would_give_its_runs_other_values(tm
     write_resolved_config(dataclasses.replace(config, seed=0), stored.parent)  # the folder names seed 1
     with pytest.raises(StudyMismatch, match=r"grpo-seed1 seed: 0 -> 1"):
         check_run_configs(tmp_path, None, sets)
+
+
+def test_a_method_binding_reaches_that_methods_runs_only_and_after_the_plain_ones(tmp_path: Path) -> None:
+    sets = ["BatchConfig.mini_batch_rows=16", "ggpo:BatchConfig.mini_batch_rows=128"]
+    for method, rows in (("grpo", 16), ("ggpo", 128)):
+        command = train_command(method, 0, tmp_path / f"{method}-seed0", None, sets)
+        bindings = [command[i + 1] for i, flag in enumerate(command) if flag == "--set"]
+        config = resolve_config([config_file(method), config_file(CONFIG)], bindings)
+        assert config.batch.mini_batch_rows == rows
+        write_resolved_config(config, tmp_path / "runs" / f"{method}-seed0")
+    check_run_configs(tmp_path, None, sets)  # each run resolves as it was made
+    with pytest.raises(StudyMismatch, match=r"ggpo-seed0 batch\.mini_batch_rows: 128 -> 16\)"):
+        check_run_configs(tmp_path, None, sets[:1])
+
+
+def test_a_binding_for_no_method_is_refused_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--out", "/nonexistent", "--set", "gpro:BatchConfig.mini_batch_rows=16"])
+    assert "--set gpro:BatchConfig.mini_batch_rows=16: 'gpro' is not a method" in capsys.readouterr().err
 
 
 ONE_TASK_TYPE = ["RolloutConfig.task_types=('pick_and_place_simple',)"]
