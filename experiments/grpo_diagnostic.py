@@ -96,9 +96,9 @@ def pooled(runs: list[Path], warm_start: Path) -> dict:
     return out
 
 
-def finished_runs(folder: Path) -> list[Path]:
-    """The study's runs with both final evaluations written."""
-    runs = (folder / "runs").glob("grpo-seed*")
+def finished_runs(folder: Path, method: str = "grpo") -> list[Path]:
+    """The study's runs of ``method`` with both final evaluations written."""
+    runs = (folder / "runs").glob(f"{method}-seed*")
     return sorted(p for p in runs if (p / "eval_final" / "valid_unseen.jsonl").exists())
 
 
