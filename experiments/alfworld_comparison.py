@@ -64,13 +64,8 @@ def eval_command(source: list[str], split: str, games: int, out: Path, sets: lis
     """A run is evaluated with its own config.json; the warm start with the comparison's config."""
     cmd = [sys.executable, "-m", "ggtrain.cli", "eval", *source]
     if source[0] == "--model":
-        cmd += [
-            "--config",
-            "graphgpo",
-            "--config",
-            CONFIG,
-            *[x for b in method_sets("graphgpo", sets) for x in ("--set", b)],
-        ]
+        bindings = method_sets("graphgpo", sets)
+        cmd += ["--config", "graphgpo", "--config", CONFIG, *[x for b in bindings for x in ("--set", b)]]
     return [*cmd, "--split", split, "--games", str(games), "--out", str(out)]
 
 

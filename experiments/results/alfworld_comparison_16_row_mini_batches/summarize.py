@@ -30,8 +30,8 @@ BEFORE = HERE.parent / "alfworld_comparison_1600_step_warm_start"
 
 def method_summary(method: str, warm: dict[str, int]) -> dict:
     runs = finished_runs(HERE, method)
-    seeds = {run.name: final_wins(run) for run in runs}
-    per_seed = {run.name: seed_summary(run, HERE / "warm_start", 16) for run in runs}
+    per_seed = {run.name: seed_summary(run, HERE / "warm_start", 4 * 4) for run in runs}
+    seeds = {name: summary["final_wins"] for name, summary in per_seed.items()}
     kl = {run.name: [x for x in training_metric(run, "kl") if x is not None] for run in runs}
     means = {s: round(sum(w[s] for w in seeds.values()) / len(runs), 2) for s in SPLITS} if runs else {}
     before = [final_wins(run) for run in finished_runs(BEFORE, method)]
