@@ -131,7 +131,7 @@ class EnvPool:
                 self.workers[w].conn.send([ops[i] for i in indices])
                 deadlines[w] = (time.monotonic() + timeout, timeout)
             except (BrokenPipeError, OSError) as error:
-                self._fail(w, indices, ops, results, f"worker {w} unreachable ({error})")
+                self._fail(w, indices, ops, results, self._lost(w, error))
         for w, (deadline, timeout) in deadlines.items():
             indices = by_worker[w]
             worker = self.workers[w]
@@ -141,12 +141,20 @@ class EnvPool:
                     continue
                 replies = worker.conn.recv()
             except (EOFError, OSError) as error:
-                self._fail(w, indices, ops, results, f"worker {w} died ({type(error).__name__})")
+                self._fail(w, indices, ops, results, self._lost(w, error))
                 continue
             worker.games += sum(ops[i].kind == "reset" for i in indices)
             for i, reply in zip(indices, replies, strict=True):
                 results[i] = reply
         return [r if r is not None else Failure(ops[i].slot, "no reply") for i, r in enumerate(results)]
+
+    def _lost(self, w: int, error: BaseException) -> str:
+        """Why worker ``w``'s pipe broke; the same words whether the send or the receive noticed it first."""
+        process = self.workers[w].process
+        process.join(timeout=1.0)
+        if process.exitcode is not None:
+            return f"worker {w} died (exit code {process.exitcode}, {type(error).__name__})"
+        return f"worker {w} unreachable ({type(error).__name__}: {error})"
 
     def _fail(self, w: int, indices: list[int], ops: list[Op], results: list[Any], why: str) -> None:
         for i in indices:
