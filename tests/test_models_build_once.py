@@ -15,21 +15,27 @@ from models.zoo import build_once
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILDER = """
-import socket, sys, time
+import fcntl, socket, sys, time
 from pathlib import Path
 from models.zoo import build_once
 
 out, name, host, builds = Path(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
 socket.gethostname = lambda: host  # the host this process plays
-(builds.parent / f"{name}.started").touch()
+flock = fcntl.flock
+
+def announced_flock(fd, operation):  # marks that this process got past the check for a finished copy
+    (builds.parent / f"{name}.locking").touch()
+    return flock(fd, operation)
+
+fcntl.flock = announced_flock
 
 def build(tmp):
     with builds.open("a") as f:
         f.write(name + "\\n")
     deadline = time.monotonic() + 30
-    while len(list(builds.parent.glob("*.started"))) < 2 and time.monotonic() < deadline:
+    while len(list(builds.parent.glob("*.locking"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(1.0)  # the other process, started, reaches build or the lock meanwhile
+    time.sleep(0.2)  # the other process, at its lock, blocks on it (same host) or builds (another host)
     (tmp / "weights.txt").write_text(name)
     return "built by " + name
 
