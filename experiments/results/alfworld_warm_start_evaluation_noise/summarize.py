@@ -20,18 +20,18 @@ from experiments.grpo_diagnostic import final_wins, finished_runs, lines  # noqa
 COMPARISON = HERE.parent / "alfworld_comparison_16_row_mini_batches"
 
 
-def outcomes_by_game(path: Path) -> dict[str, int]:
-    return {r["game_id"]: int(r["won"]) for r in lines(path)}
+def outcomes_by_game(records: list[dict]) -> dict[str, int]:
+    return {r["game_id"]: int(r["won"]) for r in records}
 
 
 def evaluation_seeds() -> dict[int, dict[str, int]]:
     """Evaluation seed -> game -> won, for seed 0 (the comparison's warm start) and every finished seed here."""
-    seeds = {0: outcomes_by_game(COMPARISON / "warm_start" / "valid_seen.jsonl")}
-    for folder in sorted(HERE.glob("seed*")):
-        path = folder / "valid_seen.jsonl"
-        if folder.is_dir() and path.exists() and len(lines(path)) == 140:
-            (seed,) = {r["seed"] for r in lines(path)}
-            seeds[seed] = outcomes_by_game(path)
+    seeds = {0: outcomes_by_game(lines(COMPARISON / "warm_start" / "valid_seen.jsonl"))}
+    for path in sorted(HERE.glob("seed*/valid_seen.jsonl")):
+        records = lines(path)
+        if len(records) == 140:
+            (seed,) = {r["seed"] for r in records}
+            seeds[seed] = outcomes_by_game(records)
     return seeds
 
 
