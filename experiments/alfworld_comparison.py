@@ -1,10 +1,10 @@
 """The estimators compared on real ALFWorld: GRPO, GiGPO, GraphGPO, graph-only and GGPO x seeds 0, 1, 2, all
 from one warm start (``configs/alfworld_comparison.gin``'s ``ModelSpec.path``: a `tiny-alfworld` build kept
 in the repository); every run and the warm start evaluated on all 140 valid_seen and all 134 valid_unseen
-games (one seeded episode per game), then one report over everything. Resumable: finished runs and
-evaluations are skipped, an interrupted run resumes from its last checkpoint (every iteration is
-checkpointed, so at most one iteration is lost). Refused before anything runs: a start whose settings
-(``--iterations``, ``--set``, the gin files) would give any existing run other values than its
+games (one seeded episode per game and evaluation seed, ``--eval-seeds``), then one report over everything.
+Resumable: finished runs and evaluations are skipped, an interrupted run resumes from its last checkpoint
+(every iteration is checkpointed, so at most one iteration is lost). Refused before anything runs: a start
+whose settings (``--iterations``, ``--set``, the gin files) would give any existing run other values than its
 ``config.json`` holds, and a start whose warm-start files differ from those any existing run or the warm
 start's evaluation recorded in its manifest. ``--set METHOD:KEY=VALUE`` binds for one method's runs only,
 for a setting that method's loss cannot take.
@@ -60,13 +60,13 @@ def train_command(method: str, seed: int, run: Path, iterations: int | None, set
     return cmd + run_dir_flags(run)
 
 
-def eval_command(source: list[str], split: str, games: int, out: Path, sets: list[str]) -> list[str]:
+def eval_command(source: list[str], split: str, games: int, seed: int, out: Path, sets: list[str]) -> list[str]:
     """A run is evaluated with its own config.json; the warm start with the comparison's config."""
     cmd = [sys.executable, "-m", "ggtrain.cli", "eval", *source]
     if source[0] == "--model":
         bindings = method_sets("graphgpo", sets)
         cmd += ["--config", "graphgpo", "--config", CONFIG, *[x for b in bindings for x in ("--set", b)]]
-    return [*cmd, "--split", split, "--games", str(games), "--out", str(out)]
+    return [*cmd, "--split", split, "--games", str(games), "--seeds", str(seed), "--out", str(out)]
 
 
 def run_logged(cmd: list[str], log: Path, env: dict[str, str]) -> int:
@@ -77,15 +77,33 @@ def run_logged(cmd: list[str], log: Path, env: dict[str, str]) -> int:
         return subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=f).returncode
 
 
-def final_evaluations(source: list[str], out: Path, log: Path, env: dict[str, str], sets: list[str]) -> int:
-    """All games of each final split, unless that split's outcome file is already complete."""
+def evaluation_folder(out: Path, seed: int) -> Path:
+    """Where one evaluation seed's outcomes go: seed 0's in the folder itself, as in every study made before
+    a study could ask for more seeds, each further seed's in ``seed<k>/`` (which ``ggtrain report`` reads)."""
+    return out if seed == 0 else out / f"seed{seed}"
+
+
+def complete_outcomes(path: Path, games: int, seed: int) -> bool:
+    """The file holds one outcome per game, every one played under evaluation seed ``seed``."""
+    if not path.exists():
+        return False
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return len(records) == games and all(r.get("seed") == seed for r in records)
+
+
+def final_evaluations(
+    source: list[str], out: Path, log: Path, env: dict[str, str], sets: list[str], seeds: tuple[int, ...] = (0,)
+) -> int:
+    """All games of each final split under each evaluation seed, unless that seed's outcome file of the
+    split is already complete: a study can add evaluation seeds later without playing the others again."""
     for split, games in FINAL_SPLITS.items():
-        path = out / f"{split}.jsonl"
-        if path.exists() and len(path.read_text().splitlines()) == final_split_games(split, sets):
-            continue
-        code = run_logged(eval_command(source, split, games, out, sets), log, env)
-        if code != 0:
-            return code
+        for seed in seeds:
+            folder = evaluation_folder(out, seed)
+            if complete_outcomes(folder / f"{split}.jsonl", final_split_games(split, sets), seed):
+                continue
+            code = run_logged(eval_command(source, split, games, seed, folder, sets), log, env)
+            if code != 0:
+                return code
     return 0
 
 
@@ -202,7 +220,18 @@ def main(argv: list[str] | None = None) -> int:
         help="gin binding for every run, or with METHOD: for that method's runs only (after the plain ones)",
     )
     parser.add_argument("--threshold", type=float, default=0.3, help="success rate for the cost-to-reach table")
+    parser.add_argument(
+        "--eval-seeds",
+        nargs="+",
+        type=int,
+        default=[0],
+        metavar="K",
+        help="evaluation seeds of every final evaluation, the warm start's included (default 0): each game is "
+        "played once per seed; seed 0's outcomes go in the folder itself, seed K's in seed<K>/",
+    )
     args = parser.parse_args(argv)
+    if any(k < 0 for k in args.eval_seeds) or len(set(args.eval_seeds)) < len(args.eval_seeds):
+        parser.error(f"--eval-seeds {' '.join(map(str, args.eval_seeds))}: expected distinct seeds of at least 0")
     for binding in args.set:
         prefix, colon, _ = binding.partition(":")
         if colon and prefix.isidentifier() and prefix not in METHODS:
@@ -216,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     check_warm_start_files(out, model_dir)
     env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=1", "PYTHONUNBUFFERED": "1"}
     warm = out / "warm_start"
-    code = final_evaluations(["--model", model], warm, warm / "eval.log", env, args.set)
+    seeds = tuple(args.eval_seeds)
+    code = final_evaluations(["--model", model], warm, warm / "eval.log", env, args.set, seeds)
     if code:
         return code
     runs, timings = [], {}
@@ -231,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                 if code != 0:
                     print(f"{run.name}: ggtrain train exited {code}; see {log}", file=sys.stderr)
                     return code
-            code = final_evaluations(["--run", str(run)], run / "eval_final", log, env, args.set)
+            code = final_evaluations(["--run", str(run)], run / "eval_final", log, env, args.set, seeds)
             if code != 0:
                 print(f"{run.name}: ggtrain eval exited {code}; see {log}", file=sys.stderr)
                 return code

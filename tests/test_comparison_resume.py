@@ -109,10 +109,41 @@ def test_a_complete_final_evaluation_of_one_task_type_is_not_played_again(
 ) -> None:
     played: list[list[str]] = []
     monkeypatch.setattr(alfworld_comparison, "run_logged", lambda cmd, log, env: played.append(cmd) or 0)
-    (tmp_path / "valid_seen.jsonl").write_text("{}\n" * 35)  # all 35 games of the type
-    (tmp_path / "valid_unseen.jsonl").write_text("{}\n" * 23)  # one of its 24 short
+    (tmp_path / "valid_seen.jsonl").write_text('{"seed": 0}\n' * 35)  # all 35 games of the type
+    (tmp_path / "valid_unseen.jsonl").write_text('{"seed": 0}\n' * 23)  # one of its 24 short
     assert final_evaluations(["--model", "m"], tmp_path, tmp_path / "eval.log", {}, ONE_TASK_TYPE) == 0
     assert [cmd[cmd.index("--split") + 1] for cmd in played] == ["valid_unseen"]
+
+
+def test_further_evaluation_seeds_are_played_into_seed_folders_and_only_where_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    played: list[list[str]] = []
+    monkeypatch.setattr(alfworld_comparison, "run_logged", lambda cmd, log, env: played.append(cmd) or 0)
+    (tmp_path / "seed1").mkdir()
+    (tmp_path / "seed2").mkdir()
+    (tmp_path / "valid_seen.jsonl").write_text('{"seed": 0}\n' * 35)
+    (tmp_path / "valid_unseen.jsonl").write_text('{"seed": 0}\n' * 24)
+    (tmp_path / "seed1" / "valid_seen.jsonl").write_text('{"seed": 1}\n' * 35)
+    (tmp_path / "seed2" / "valid_seen.jsonl").write_text('{"seed": 0}\n' * 35)  # seed 0's games, misplaced
+    assert final_evaluations(["--run", "r"], tmp_path, tmp_path / "eval.log", {}, ONE_TASK_TYPE, (0, 1, 2)) == 0
+    flags = [
+        (cmd[cmd.index("--split") + 1], cmd[cmd.index("--seeds") + 1], cmd[cmd.index("--out") + 1]) for cmd in played
+    ]
+    assert flags == [
+        ("valid_seen", "2", str(tmp_path / "seed2")),
+        ("valid_unseen", "1", str(tmp_path / "seed1")),
+        ("valid_unseen", "2", str(tmp_path / "seed2")),
+    ]
+
+
+@pytest.mark.parametrize("seeds", [["1", "1"], ["0", "-1"]])
+def test_repeated_or_negative_evaluation_seeds_are_refused_naming_them(
+    seeds: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--out", "/nonexistent", "--eval-seeds", *seeds])
+    assert f"--eval-seeds {' '.join(seeds)}: expected distinct seeds of at least 0" in capsys.readouterr().err
 
 
 def test_a_run_killed_while_writing_its_last_metrics_line_is_unfinished_not_an_error(tmp_path: Path) -> None:

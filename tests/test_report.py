@@ -178,12 +178,13 @@ def test_report_refuses_a_non_run_directory(tmp_path, capsys):
     assert "not a run directory" in capsys.readouterr().err
 
 
-def _outcomes(folder: Path, split: str, wins: list[int], dropped: int = 0) -> None:
-    """Four games' outcomes; the last ``dropped`` games were dropped (env failures: lost, not completed)."""
+def _outcomes(folder: Path, split: str, wins: list[int], dropped: int = 0, seed: int = 0) -> None:
+    """Four games' outcomes under evaluation seed ``seed``; the last ``dropped`` games were dropped (env
+    failures: lost, not completed)."""
     folder.mkdir(parents=True, exist_ok=True)
     types = ["pick_and_place_simple", "pick_and_place_simple", "look_at_obj_in_light", "look_at_obj_in_light"]
     records = [
-        {"split": split, "game_id": i, "task_type": t, "seed": 0, "won": bool(w), "turns": 9, "invalid_actions": 0}
+        {"split": split, "game_id": i, "task_type": t, "seed": seed, "won": bool(w), "turns": 9, "invalid_actions": 0}
         | {"completed": i < 4 - dropped}
         for i, (t, w) in enumerate(zip(types, wins, strict=True))
     ]
@@ -208,18 +209,44 @@ def test_final_evaluations_pair_every_run_seed_with_the_baseline_and_pool_episod
     assert report.count("Unfinished") == 1  # g0 and g1 logged all theirs
     lo, hi = wilson_interval(5, 8)
     # seeds at 0.5 and 0.75: the sample std, sqrt(2) x 0.125 (the population std would be 0.125)
-    assert f"| valid_seen | graphgpo | 2 | 0.625 ± 0.177 | 5 / 8 | [{lo:.3f}, {hi:.3f}] | 0 |" in report
-    assert "| valid_seen | warm_start | 1 | 0.250 ± – | 1 / 4 |" in report
+    assert f"| valid_seen | graphgpo | 2 | 0 | 0.625 ± 0.177 | 5 / 8 | [{lo:.3f}, {hi:.3f}] | 0 |" in report
+    assert "| valid_seen | warm_start | 1 | 0 | 0.250 ± – | 1 / 4 |" in report
     # both graphgpo seeds won game 0 (the baseline lost it), seed 1 also game 2: +3 / 8
     assert "| valid_seen | graphgpo − warm_start | 8 | +0.375 |" in report
     assert "| valid_seen | graphgpo − grpo | 4 | +0.250 |" in report  # only run seed 0 is in both
-    assert "| valid_seen | grpo | 1 | 0.250 ± – | 1 / 4 | [" in report and report.count("] | 1 |") == 1  # 1 dropped
+    assert "| valid_seen | grpo | 1 | 0 | 0.250 ± – | 1 / 4 | [" in report and report.count("] | 1 |") == 1  # 1 dropped
     assert "| warm_start | 0.000 (2) | 0.500 (2) |" in report  # look_at_obj_in_light, then pick_and_place
     assert "| graphgpo | 0.250 (4) | 1.000 (4) |" in report
     refused = tmp_path / "refused"
     assert main([*args[:5], str(refused), "--baseline", str(tmp_path / "nothing")]) == 2
     assert "--baseline" in (err := capsys.readouterr().err) and "no <split>.jsonl" in err
     assert not refused.exists()  # refused before anything is written
+
+
+def test_further_evaluation_seeds_are_read_from_seed_folders_paired_per_seed_and_resampled_by_game(tmp_path, capsys):
+    from ggtrain.report.statistics import cluster_bootstrap_interval
+
+    run = _run(tmp_path, "g0", "graphgpo", 0, [0.1], [0])
+    warm = tmp_path / "warm_start"
+    _outcomes(run / "eval_final", "valid_seen", [1, 1, 0, 0])
+    _outcomes(run / "eval_final" / "seed1", "valid_seen", [1, 0, 0, 0], seed=1)
+    _outcomes(warm, "valid_seen", [0, 1, 0, 0])
+    _outcomes(warm / "seed1", "valid_seen", [0, 0, 0, 0], seed=1)
+    out = tmp_path / "rep"
+    assert main(["report", str(run), "--out", str(out), "--baseline", str(warm)]) == 0
+    report = (out / "report.md").read_text()
+    assert "| valid_seen | graphgpo | 1 | 0, 1 | 0.375 ± – | 3 / 8 |" in report
+    assert "| valid_seen | warm_start | 1 | 0, 1 | 0.125 ± – | 1 / 8 |" in report
+    # pairs per (game, evaluation seed): game 0 is +1 under both seeds, every other pair 0. Resampled by
+    # game, game 0's two pairs are drawn together, not as two independent games
+    lo, hi = cluster_bootstrap_interval(np.asarray([1.0, 1, 0, 0, 0, 0, 0, 0]), [0, 0, 1, 1, 2, 2, 3, 3])
+    assert f"| valid_seen | graphgpo − warm_start | 8 | +0.250 | [{lo:+.3f}, {hi:+.3f}] |" in report
+    assert (lo, hi) != cluster_bootstrap_interval(np.asarray([1.0, 1, 0, 0, 0, 0, 0, 0]), list(range(8)))
+    _outcomes(warm / "seed7", "valid_seen", [0, 1, 0, 0])  # seed 0's outcomes again, in another folder
+    assert main(["report", str(run), "--out", str(tmp_path / "refused"), "--baseline", str(warm)]) == 2
+    err = capsys.readouterr().err
+    assert f"{warm / 'seed7' / 'valid_seen.jsonl'}: game 0 under evaluation seed 0 is also in" in err
+    assert str(warm / "valid_seen.jsonl") in err and not (tmp_path / "refused").exists()
 
 
 def test_the_curves_seed_band_is_the_sample_std_as_in_the_tables():

@@ -22,9 +22,22 @@ FINAL_FOLDER = "eval_final"
 
 
 def load_outcomes(folder: Path) -> Outcomes:
-    """Every ``<split>.jsonl`` in the folder that holds records (none: an empty dict)."""
-    files = {p.stem: [json.loads(x) for x in p.read_text().splitlines() if x.strip()] for p in folder.glob("*.jsonl")}
-    return {split: records for split, records in sorted(files.items()) if records}
+    """Every ``<split>.jsonl`` in the folder and in its ``seed<k>/`` folders (the further evaluation seeds of
+    ``experiments/alfworld_comparison.py --eval-seeds``), merged by split; none: an empty dict. A game
+    played twice under one evaluation seed is refused, naming both files: it would count twice."""
+    merged: Outcomes = {}
+    where: dict[tuple[str, Any, Any], Path] = {}
+    for path in [*sorted(folder.glob("*.jsonl")), *sorted(folder.glob("seed*/*.jsonl"))]:
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            key = (path.stem, record.get("game_id"), record.get("seed"))
+            if key[1] is not None and key in where:
+                raise ValueError(f"{path}: game {key[1]} under evaluation seed {key[2]} is also in {where[key]}")
+            where[key] = path
+            merged.setdefault(path.stem, []).append(record)
+    return dict(sorted(merged.items()))
 
 
 @dataclass(frozen=True)
@@ -49,10 +62,10 @@ def splits_of(entries: list[Entry]) -> list[str]:
 
 def success_table(entries: list[Entry]) -> list[str]:
     lines = [
-        "\n## Final evaluation on whole splits (one seeded episode per game)\n",
-        "| split | method | seeds | success (mean ± sample std over seeds) | wins / episodes |"
+        "\n## Final evaluation on whole splits (one seeded episode per game and evaluation seed)\n",
+        "| split | method | seeds | evaluation seeds | success (mean ± sample std over seeds) | wins / episodes |"
         " Wilson 95 % of the episodes | dropped (counted lost) |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for split in splits_of(entries):
         for e in entries:
@@ -63,8 +76,10 @@ def success_table(entries: list[Entry]) -> list[str]:
             wins, n = sum(map(sum, per_seed)), sum(map(len, per_seed))
             lo, hi = wilson_interval(wins, n)
             dropped = sum(not r.get("completed", True) for o in e.outcomes for r in o.get(split, []))
+            evaluation_seeds = sorted({r.get("seed") for o in e.outcomes for r in o.get(split, [])}, key=str)
             lines.append(
-                f"| {split} | {e.name} | {len(per_seed)} | {np.mean(rates):.3f} ± {sample_std(rates)} |"
+                f"| {split} | {e.name} | {len(per_seed)} | {', '.join(map(str, evaluation_seeds))} |"
+                f" {np.mean(rates):.3f} ± {sample_std(rates)} |"
                 f" {wins} / {n} | [{lo:.3f}, {hi:.3f}] | {dropped} |"
             )
     return lines
@@ -88,9 +103,9 @@ def task_type_table(entries: list[Entry], which: str = "final evaluation") -> li
 
 def paired_table(entries: list[Entry], which: str = "final evaluation") -> list[str]:
     """A − B per game, A before B in ``entries``; a baseline (run seed None) pairs with every run seed of
-    the other side. One interval resamples games (a game's pairs over the run seeds share its difficulty
-    and, against a baseline, its one baseline outcome): how sure the difference is for these trained
-    policies. The other resamples the run seeds, then the games: how sure it is for another training run
+    the other side. One interval resamples games (a game's pairs over the run seeds and evaluation seeds
+    share its difficulty and, against a baseline, its baseline outcomes): how sure the difference is for
+    these trained policies. The other resamples the run seeds, then the games: how sure it is for another training run
     of the methods, which is the question a comparison asks. Nothing when no two entries share a game."""
     lines = [
         f"\n## Paired per-game differences, {which} (same game, game seed and run seed)\n",
@@ -105,8 +120,9 @@ def paired_table(entries: list[Entry], which: str = "final evaluation") -> list[
                 keys, diff = _paired(a.wins(split), b.wins(split))
                 if not len(diff):
                     continue
-                lo, hi = cluster_bootstrap_interval(diff, [k[:2] for k in keys])
-                slo, shi = seeds_then_games_interval(diff, [k[2] for k in keys], [k[:2] for k in keys])
+                games = [k[0] for k in keys]
+                lo, hi = cluster_bootstrap_interval(diff, games)
+                slo, shi = seeds_then_games_interval(diff, [k[2] for k in keys], games)
                 lines.append(
                     f"| {split} | {a.name} − {b.name} | {len(diff)} | {diff.mean():+.3f} | [{lo:+.3f}, {hi:+.3f}] |"
                     f" [{slo:+.3f}, {shi:+.3f}] |"
