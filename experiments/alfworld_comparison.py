@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -84,11 +85,18 @@ def evaluation_folder(out: Path, seed: int) -> Path:
 
 
 def complete_outcomes(path: Path, games: int, seed: int) -> bool:
-    """The file holds one outcome per game, every one played under evaluation seed ``seed``."""
+    """The file holds one outcome per game, all played under evaluation seed ``seed``; one cut short or with
+    a line that is not JSON is not (it is played again). One holding another seed's outcomes is refused: it
+    would be overwritten."""
     if not path.exists():
         return False
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return len(records) == games and all(r.get("seed") == seed for r in records)
+    try:
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except json.JSONDecodeError:
+        return False
+    if other := sorted({r.get("seed") for r in records} - {seed}, key=str):
+        raise StudyMismatch(f"{path}: holds outcomes of evaluation seed(s) {other}, where seed {seed}'s belong")
+    return len(records) == games
 
 
 def final_evaluations(
@@ -137,6 +145,12 @@ class StudyMismatch(ValueError):
 WARM_START_SECTIONS = ("data_dir", "model", "rollout", "eval")  # what decides how the warm start plays
 
 
+def warm_start_folders(out: Path) -> list[Path]:
+    """The warm start's evaluation folders: its own (seed 0) and each ``seed<K>/`` (``evaluation_folder``)."""
+    warm = out / "warm_start"
+    return [warm, *sorted(d for d in warm.glob("seed*/") if re.fullmatch(r"seed\d+", d.name))]
+
+
 def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> None:
     """Refuses a start under which any run already in ``out/runs`` would resolve to other values than its
     ``config.json`` (finished runs are skipped by their files alone, so a changed ``--set``,
@@ -153,9 +167,9 @@ def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> Non
             files = [config_file(method), config_file(CONFIG)]
             now = resolve_config(files, run_bindings(seed, iterations, method_sets(method, sets)))
             changed += _changes(stored, now, None)
-    warm = out / "warm_start" / "config.json"
-    if warm.exists():
-        changed += _changes(warm, warm_start_config(sets), WARM_START_SECTIONS)
+    for warm in warm_start_folders(out):
+        if (warm / "config.json").exists():
+            changed += _changes(warm / "config.json", warm_start_config(sets), WARM_START_SECTIONS)
     if changed:
         raise StudyMismatch(f"{out}: its runs were made with other settings ({'; '.join(changed)}); use a new --out")
 
@@ -181,15 +195,15 @@ def check_warm_start_files(out: Path, model_dir: Path) -> None:
     now, changed = model_hashes(model_dir), []
     runs = [m for m in sorted(out.glob("runs/*-seed*/manifest.json")) if study_run(m.parent)]
     recorded = [(m, json.loads(m.read_text()).get("model_files", {})) for m in runs]
-    warm = out / "warm_start" / "manifest.json"
-    if warm.exists():
-        events = json.loads(warm.read_text()).get("events", [])
-        recorded += [(warm, e.get("model_files", {})) for e in events if e.get("kind") == "evaluation"]
+    for manifest in (folder / "manifest.json" for folder in warm_start_folders(out)):
+        if manifest.exists():
+            events = json.loads(manifest.read_text()).get("events", [])
+            recorded += [(manifest, e.get("model_files", {})) for e in events if e.get("kind") == "evaluation"]
     for manifest, files in recorded:
         then = files.get("sha256") or {}
         for name in sorted(n for n in then.keys() | now.keys() if then and then.get(n) != now.get(n)):
             was, new = then.get(name, "absent")[:12], now.get(name, "absent")[:12]
-            changed.append(f"{manifest.parent.name} {name}: {was} -> {new}")
+            changed.append(f"{_folder_label(manifest)} {name}: {was} -> {new}")
     if changed:
         detail = "; ".join(changed)
         raise StudyMismatch(f"{out}: its runs started from other files than {model_dir} ({detail}); use a new --out")
@@ -203,7 +217,14 @@ def _changes(stored: Path, now: Any, sections: tuple[str, ...] | None) -> list[s
     then, new = config_to_dict(config_from_dict(json.loads(stored.read_text()))), config_to_dict(now)
     if sections is not None:
         then, new = ({k: d[k] for k in sections} for d in (then, new))
-    return [f"{stored.parent.name} {k}: {a!r} -> {b!r}" for k, (a, b) in config_differences(then, new).items()]
+    label = _folder_label(stored)
+    return [f"{label} {k}: {a!r} -> {b!r}" for k, (a, b) in config_differences(then, new).items()]
+
+
+def _folder_label(path: Path) -> str:
+    """The folder a file is in, by name (``gigpo-seed0``, ``warm_start``), ``warm_start/seed1`` for a seed's."""
+    folder = path.parent
+    return f"{folder.parent.name}/{folder.name}" if re.fullmatch(r"seed\d+", folder.name) else folder.name
 
 
 def main(argv: list[str] | None = None) -> int:

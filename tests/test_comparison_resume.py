@@ -125,7 +125,7 @@ def test_further_evaluation_seeds_are_played_into_seed_folders_and_only_where_mi
     (tmp_path / "valid_seen.jsonl").write_text('{"seed": 0}\n' * 35)
     (tmp_path / "valid_unseen.jsonl").write_text('{"seed": 0}\n' * 24)
     (tmp_path / "seed1" / "valid_seen.jsonl").write_text('{"seed": 1}\n' * 35)
-    (tmp_path / "seed2" / "valid_seen.jsonl").write_text('{"seed": 0}\n' * 35)  # seed 0's games, misplaced
+    (tmp_path / "seed2" / "valid_seen.jsonl").write_text('{"seed": 2}\n' * 20 + "{")  # cut short mid-line
     assert final_evaluations(["--run", "r"], tmp_path, tmp_path / "eval.log", {}, ONE_TASK_TYPE, (0, 1, 2)) == 0
     flags = [
         (cmd[cmd.index("--split") + 1], cmd[cmd.index("--seeds") + 1], cmd[cmd.index("--out") + 1]) for cmd in played
@@ -135,6 +135,14 @@ def test_further_evaluation_seeds_are_played_into_seed_folders_and_only_where_mi
         ("valid_unseen", "1", str(tmp_path / "seed1")),
         ("valid_unseen", "2", str(tmp_path / "seed2")),
     ]
+
+
+def test_an_outcome_file_of_another_evaluation_seed_is_refused_not_overwritten(tmp_path: Path) -> None:
+    (tmp_path / "seed2").mkdir()
+    (tmp_path / "seed2" / "valid_seen.jsonl").write_text('{"seed": 0}\n' * 35)  # seed 0's games, misplaced
+    with pytest.raises(StudyMismatch, match=r"seed2/valid_seen\.jsonl: holds outcomes of evaluation seed\(s\) \[0\]"):
+        final_evaluations(["--run", "r"], tmp_path, tmp_path / "eval.log", {}, ONE_TASK_TYPE, (2,))
+    assert (tmp_path / "seed2" / "valid_seen.jsonl").read_text() == '{"seed": 0}\n' * 35
 
 
 @pytest.mark.parametrize("seeds", [["1", "1"], ["0", "-1"]])
@@ -157,11 +165,12 @@ def test_a_run_killed_while_writing_its_last_metrics_line_is_unfinished_not_an_e
     assert finished(run)
 
 
-def test_a_study_folder_refuses_a_start_that_would_play_the_warm_start_otherwise(tmp_path: Path) -> None:
+@pytest.mark.parametrize("folder", ["warm_start", "warm_start/seed3"])  # seed 3's alone: --eval-seeds 3
+def test_a_study_folder_refuses_a_start_that_would_play_the_warm_start_otherwise(tmp_path: Path, folder: str) -> None:
     warm = resolve_config([config_file("graphgpo"), config_file(CONFIG)], ["AdvantageConfig.invalid_penalty=0.1"])
-    write_resolved_config(warm, tmp_path / "warm_start")
+    write_resolved_config(warm, tmp_path / folder)
     check_run_configs(tmp_path, None, [])  # its advantages never change what it plays
-    with pytest.raises(StudyMismatch, match=r"warm_start rollout\.max_turns: 25 -> 30"):
+    with pytest.raises(StudyMismatch, match=rf"\({folder} rollout\.max_turns: 25 -> 30\)"):
         check_run_configs(tmp_path, None, ["RolloutConfig.max_turns=30"])
 
 
@@ -171,7 +180,7 @@ def test_a_study_folder_refuses_a_start_from_other_warm_start_weights(tmp_path: 
     study = tmp_path / "study"
     recorded = {"path": str(committed), "sha256": model_hashes(weights)}
     run, aside = study / "runs" / "grpo-seed0", study / "runs" / "gigpo-seed0.unfinished-1"
-    for folder in (run, aside, study / "warm_start"):
+    for folder in (run, aside, study / "warm_start" / "seed2"):
         folder.mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"model_files": recorded}))
     warm_event = {"kind": "evaluation", "split": "valid_seen", "model_files": recorded}
@@ -188,6 +197,9 @@ def test_a_study_folder_refuses_a_start_from_other_warm_start_weights(tmp_path: 
     (run / "manifest.json").unlink()
     with pytest.raises(StudyMismatch, match=rf"\(warm_start model\.safetensors: {was} -> [0-9a-f]{{12}}\)"):
         check_warm_start_files(study, weights)
+    (study / "warm_start" / "manifest.json").rename(study / "warm_start" / "seed2" / "manifest.json")
+    with pytest.raises(StudyMismatch, match=rf"\(warm_start/seed2 model\.safetensors: {was} -> [0-9a-f]{{12}}\)"):
+        check_warm_start_files(study, weights)  # a further evaluation seed's folder is checked as well
 
 
 def test_the_committed_warm_start_is_the_one_its_evaluation_played() -> None:

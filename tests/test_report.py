@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -242,11 +243,23 @@ def test_further_evaluation_seeds_are_read_from_seed_folders_paired_per_seed_and
     lo, hi = cluster_bootstrap_interval(np.asarray([1.0, 1, 0, 0, 0, 0, 0, 0]), [0, 0, 1, 1, 2, 2, 3, 3])
     assert f"| valid_seen | graphgpo − warm_start | 8 | +0.250 | [{lo:+.3f}, {hi:+.3f}] |" in report
     assert (lo, hi) != cluster_bootstrap_interval(np.asarray([1.0, 1, 0, 0, 0, 0, 0, 0]), list(range(8)))
-    _outcomes(warm / "seed7", "valid_seen", [0, 1, 0, 0])  # seed 0's outcomes again, in another folder
-    assert main(["report", str(run), "--out", str(tmp_path / "refused"), "--baseline", str(warm)]) == 2
-    err = capsys.readouterr().err
-    assert f"{warm / 'seed7' / 'valid_seen.jsonl'}: game 0 under evaluation seed 0 is also in" in err
-    assert str(warm / "valid_seen.jsonl") in err and not (tmp_path / "refused").exists()
+    _outcomes(warm / "seeds_old", "valid_seen", [1, 1, 1, 1])  # not a seed<K> folder: not read
+    assert main(["report", str(run), "--out", str(out), "--baseline", str(warm)]) == 0
+    assert "| valid_seen | warm_start | 1 | 0, 1 | 0.125 ± – | 1 / 8 |" in (out / "report.md").read_text()
+    refused = tmp_path / "refused"
+    _outcomes(warm / "seed7", "valid_seen", [0, 1, 0, 0])  # seed 0's outcomes, in seed 7's folder
+    assert main(["report", str(run), "--out", str(refused), "--baseline", str(warm)]) == 2
+    assert f"{warm / 'seed7' / 'valid_seen.jsonl'}:1: played under evaluation seed 0, not 7" in capsys.readouterr().err
+    shutil.rmtree(warm / "seed7")
+    # one file of seeds 0 and 1 (as `ggtrain eval --seeds 0 1` writes it) beside seed1/: seed 1's games twice
+    both = (warm / "valid_seen.jsonl").read_text() + (warm / "seed1" / "valid_seen.jsonl").read_text()
+    (warm / "valid_seen.jsonl").write_text(both)
+    assert main(["report", str(run), "--out", str(refused), "--baseline", str(warm)]) == 2
+    twice = (
+        f"{warm / 'seed1' / 'valid_seen.jsonl'}: game 0 under evaluation seed 1 is also in {warm / 'valid_seen.jsonl'}"
+    )
+    assert twice in capsys.readouterr().err
+    assert not refused.exists()
 
 
 def test_the_curves_seed_band_is_the_sample_std_as_in_the_tables():

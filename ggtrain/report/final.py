@@ -2,11 +2,12 @@
 --out RUN/eval_final``) and a baseline folder of the same files (``ggtrain eval --model M --out DIR``, e.g.
 the warm start's). Success per method and split (the seeds' mean ± std and the Wilson interval of all
 their episodes), success per task type, and per-game differences against the baseline and between
-methods, paired on (game, game seed, run seed)."""
+methods, paired on (game, evaluation seed, run seed)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,22 +23,36 @@ FINAL_FOLDER = "eval_final"
 
 
 def load_outcomes(folder: Path) -> Outcomes:
-    """Every ``<split>.jsonl`` in the folder and in its ``seed<k>/`` folders (the further evaluation seeds of
-    ``experiments/alfworld_comparison.py --eval-seeds``), merged by split; none: an empty dict. A game
-    played twice under one evaluation seed is refused, naming both files: it would count twice."""
+    """Every ``<split>.jsonl`` in the folder and in its ``seed<K>/`` folders (evaluation seed K's outcomes, as
+    ``experiments/alfworld_comparison.py --eval-seeds`` lays them out; every such folder present is read),
+    merged by split; none: an empty dict. Refused, naming the file: a record without a game or seed, one in
+    ``seed<K>/`` played under another seed, and a game played twice under one seed (it would count twice)."""
     merged: Outcomes = {}
     where: dict[tuple[str, Any, Any], Path] = {}
-    for path in [*sorted(folder.glob("*.jsonl")), *sorted(folder.glob("seed*/*.jsonl"))]:
-        for line in path.read_text().splitlines():
+    for path, seed in _outcome_files(folder):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
             if not line.strip():
                 continue
             record = json.loads(line)
-            key = (path.stem, record.get("game_id"), record.get("seed"))
-            if key[1] is not None and key in where:
+            if "game_id" not in record or "seed" not in record:
+                raise ValueError(f"{path}:{number}: an outcome without game_id or seed")
+            if seed is not None and record["seed"] != seed:
+                raise ValueError(f"{path}:{number}: played under evaluation seed {record['seed']}, not {seed}")
+            key = (path.stem, record["game_id"], record["seed"])
+            if key in where:
                 raise ValueError(f"{path}: game {key[1]} under evaluation seed {key[2]} is also in {where[key]}")
             where[key] = path
             merged.setdefault(path.stem, []).append(record)
     return dict(sorted(merged.items()))
+
+
+def _outcome_files(folder: Path) -> list[tuple[Path, int | None]]:
+    """The folder's own ``<split>.jsonl`` (any seed) and each ``seed<K>/<split>.jsonl`` with its K."""
+    files: list[tuple[Path, int | None]] = [(p, None) for p in sorted(folder.glob("*.jsonl"))]
+    for sub in sorted(folder.glob("seed*/"), key=lambda d: d.name):
+        if re.fullmatch(r"seed\d+", sub.name):
+            files += [(p, int(sub.name[4:])) for p in sorted(sub.glob("*.jsonl"))]
+    return files
 
 
 @dataclass(frozen=True)
@@ -76,7 +91,7 @@ def success_table(entries: list[Entry]) -> list[str]:
             wins, n = sum(map(sum, per_seed)), sum(map(len, per_seed))
             lo, hi = wilson_interval(wins, n)
             dropped = sum(not r.get("completed", True) for o in e.outcomes for r in o.get(split, []))
-            evaluation_seeds = sorted({r.get("seed") for o in e.outcomes for r in o.get(split, [])}, key=str)
+            evaluation_seeds = sorted({r["seed"] for o in e.outcomes for r in o.get(split, [])})
             lines.append(
                 f"| {split} | {e.name} | {len(per_seed)} | {', '.join(map(str, evaluation_seeds))} |"
                 f" {np.mean(rates):.3f} ± {sample_std(rates)} |"
@@ -108,7 +123,7 @@ def paired_table(entries: list[Entry], which: str = "final evaluation") -> list[
     these trained policies. The other resamples the run seeds, then the games: how sure it is for another training run
     of the methods, which is the question a comparison asks. Nothing when no two entries share a game."""
     lines = [
-        f"\n## Paired per-game differences, {which} (same game, game seed and run seed)\n",
+        f"\n## Paired per-game differences, {which} (same game, evaluation seed and run seed)\n",
         "| split | A − B | pairs | mean difference | bootstrap 95 % (resampling games) |"
         " bootstrap 95 % (resampling run seeds, then games) |",
         "|---|---|---|---|---|---|",
