@@ -67,8 +67,8 @@ def paired(run: dict[int, dict[str, int]], warm: dict[int, dict[str, int]]) -> d
     lo, hi = cluster_bootstrap_interval(diff, [g for _, g in keys])
     return {
         "pairs": len(keys),
-        "mean_difference": round(float(diff.mean()), 4),
-        "resampling_games": [round(lo, 4), round(hi, 4)],
+        "mean_difference": f"{diff.mean():+.3f}",
+        "resampling_games": f"[{lo:+.3f}, {hi:+.3f}]",
     }
 
 
