@@ -72,6 +72,23 @@ def paired(run: dict[int, dict[str, int]], warm: dict[int, dict[str, int]]) -> d
     }
 
 
+def training_task_types(run: Path) -> dict[str, int]:
+    """Task types of the task groups the run's iterations drew (``ggtrain.train_loop.choose_games`` with the
+    run's own seeds and config; needs ``ALFWORLD_DATA``, no model)."""
+    from ggtrain.config import config_from_dict
+    from ggtrain.run import training_games
+    from ggtrain.seeds import RunSeeds
+    from ggtrain.train_loop import choose_games
+
+    config = config_from_dict(json.loads((run / "config.json").read_text()))
+    games, seeds = training_games(config), RunSeeds(config.seed)
+    drawn = Counter()
+    for iteration in range(config.iterations):
+        for game in choose_games(games, config.rollout.groups_per_iteration, seeds.group_choice(iteration)):
+            drawn[Path(game).parts[-3].split("-")[0]] += 1
+    return dict(sorted(drawn.items()))
+
+
 if __name__ == "__main__":
     warm_records = records_by_seed(HERE / "warm_start")
     warm = wins_by_seed(warm_records)
@@ -80,4 +97,8 @@ if __name__ == "__main__":
         records = records_by_seed(HERE / "runs" / name / "eval_final")
         run = wins_by_seed(records)
         summary[name] = describe(run) | {"paired_to_the_warm_start": paired(run, warm)} | by_task_type(records)
+    comparison = HERE.parent / "alfworld_comparison_16_row_mini_batches" / "runs"
+    summary["training_task_groups_by_type"] = {
+        s: training_task_types(comparison / s) for s in ("gigpo-seed0", "gigpo-seed2")
+    }
     print(json.dumps(summary, indent=1))
