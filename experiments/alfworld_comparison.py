@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -78,12 +77,6 @@ def run_logged(cmd: list[str], log: Path, env: dict[str, str]) -> int:
         return subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=f).returncode
 
 
-def evaluation_folder(out: Path, seed: int) -> Path:
-    """Where one evaluation seed's outcomes go: seed 0's in the folder itself, as in every study made before
-    a study could ask for more seeds, each further seed's in ``seed<k>/`` (which ``ggtrain report`` reads)."""
-    return out if seed == 0 else out / f"seed{seed}"
-
-
 def complete_outcomes(path: Path, games: int, seed: int) -> bool:
     """The file holds one outcome per game, all played under evaluation seed ``seed``; one cut short or with
     a line that is not JSON is not (it is played again). One holding another seed's outcomes is refused: it
@@ -104,10 +97,13 @@ def final_evaluations(
 ) -> int:
     """All games of each final split under each evaluation seed, unless that seed's outcome file of the
     split is already complete: a study can add evaluation seeds later without playing the others again."""
+    from ggtrain.report.final import evaluation_folder
+
     for split, games in FINAL_SPLITS.items():
+        expected = final_split_games(split, sets)
         for seed in seeds:
             folder = evaluation_folder(out, seed)
-            if complete_outcomes(folder / f"{split}.jsonl", final_split_games(split, sets), seed):
+            if complete_outcomes(folder / f"{split}.jsonl", expected, seed):
                 continue
             code = run_logged(eval_command(source, split, games, seed, folder, sets), log, env)
             if code != 0:
@@ -146,9 +142,11 @@ WARM_START_SECTIONS = ("data_dir", "model", "rollout", "eval")  # what decides h
 
 
 def warm_start_folders(out: Path) -> list[Path]:
-    """The warm start's evaluation folders: its own (seed 0) and each ``seed<K>/`` (``evaluation_folder``)."""
-    warm = out / "warm_start"
-    return [warm, *sorted(d for d in warm.glob("seed*/") if re.fullmatch(r"seed\d+", d.name))]
+    """The warm start's evaluation folders: its own (seed 0) and each ``seed<K>/``
+    (``ggtrain.report.final.evaluation_folder``)."""
+    from ggtrain.report.final import seed_folders
+
+    return [folder for folder, _ in seed_folders(out / "warm_start")]
 
 
 def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> None:
@@ -223,8 +221,10 @@ def _changes(stored: Path, now: Any, sections: tuple[str, ...] | None) -> list[s
 
 def _folder_label(path: Path) -> str:
     """The folder a file is in, by name (``gigpo-seed0``, ``warm_start``), ``warm_start/seed1`` for a seed's."""
+    from ggtrain.report.final import SEED_FOLDER
+
     folder = path.parent
-    return f"{folder.parent.name}/{folder.name}" if re.fullmatch(r"seed\d+", folder.name) else folder.name
+    return f"{folder.parent.name}/{folder.name}" if SEED_FOLDER.fullmatch(folder.name) else folder.name
 
 
 def main(argv: list[str] | None = None) -> int:

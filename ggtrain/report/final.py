@@ -48,11 +48,22 @@ def load_outcomes(folder: Path) -> Outcomes:
 
 def _outcome_files(folder: Path) -> list[tuple[Path, int | None]]:
     """The folder's own ``<split>.jsonl`` (any seed) and each ``seed<K>/<split>.jsonl`` with its K."""
-    files: list[tuple[Path, int | None]] = [(p, None) for p in sorted(folder.glob("*.jsonl"))]
-    for sub in sorted(folder.glob("seed*/"), key=lambda d: d.name):
-        if re.fullmatch(r"seed\d+", sub.name):
-            files += [(p, int(sub.name[4:])) for p in sorted(sub.glob("*.jsonl"))]
-    return files
+    return [(p, seed) for d, seed in seed_folders(folder) for p in sorted(d.glob("*.jsonl"))]
+
+
+SEED_FOLDER = re.compile(r"seed(\d+)")  # evaluation seed K's outcomes beside a folder's own: ``seed<K>/``
+
+
+def evaluation_folder(folder: Path, seed: int) -> Path:
+    """Where evaluation seed ``seed``'s outcomes go: seed 0's in the folder itself, as in every study made
+    before a study could ask for more seeds, each further seed's in ``seed<K>/``."""
+    return folder if seed == 0 else folder / f"seed{seed}"
+
+
+def seed_folders(folder: Path) -> list[tuple[Path, int | None]]:
+    """The folder itself (its outcomes may be of any seed) and each ``seed<K>/`` in it with its K."""
+    named = [(d, SEED_FOLDER.fullmatch(d.name)) for d in sorted(folder.glob("seed*/"), key=lambda d: d.name)]
+    return [(folder, None), *((d, int(match[1])) for d, match in named if match)]
 
 
 @dataclass(frozen=True)
