@@ -146,6 +146,8 @@ class RolloutConfig:
     workers: int = 2
     retries: int = 1
     step_timeout_s: float = 60.0
+    # write every training turn (action, episode outcome, advantage) to RUN_DIR/turns/ (ggtrain.turn_log)
+    log_turns: bool = False
 
 
 @gin.configurable

@@ -38,6 +38,7 @@ from ggtrain.rollout_setup import make_rollout_driver, make_sampling_params
 from ggtrain.run_policy import model_dir
 from ggtrain.seeds import RunSeeds
 from ggtrain.sharding import batch_shards, check_rows_stay_home, make_mesh, sampler_shardings
+from ggtrain.turn_log import drop_turn_logs_after
 from ggtrain.update_loop import Updater
 from models import load_pretrained
 from models.sampler import Sampler, SamplingParams
@@ -370,10 +371,12 @@ def restore(store: CheckpointStore, updater: Updater, run_dir: Path, log: Callab
     if restored is None:  # killed before its first checkpoint: everything is played again from the start
         if jax.process_index() == 0:
             truncate_metrics(run_dir, -1)
+        drop_turn_logs_after(run_dir, 0)
         return 0
     _, updater.state, record = restored
     iteration = int(record["iteration"])
     if jax.process_index() == 0:
         truncate_metrics(run_dir, iteration)  # lines written after this checkpoint are played again
+    drop_turn_logs_after(run_dir, iteration)  # each host's own files: hosts may not share a disk
     log(f"ggtrain: resumed {run_dir} at iteration {iteration}")
     return iteration

@@ -39,6 +39,7 @@ from ggtrain.rollout_summary import HostSummary, episode_metrics, episode_totals
 from ggtrain.run import OpenedRun, StopFlag, training_games, unwritable
 from ggtrain.seeds import EVALUATION_SEEDS
 from ggtrain.sharding import host_local_copy
+from ggtrain.turn_log import turn_log_path, turn_records, write_turn_log
 from graph import compute_advantages_with_diagnostics
 
 __all__ = ["Interrupted", "OpenedRun", "RolloutShare", "StopFlag", "train", "training_games"]
@@ -130,6 +131,8 @@ def run_iteration(run: OpenedRun, iteration: int, profiling: bool) -> dict[str, 
         jax.profiler.start_trace(str(run.run_dir / "profile"))
     share, rollout_s = play_iteration(run, iteration)
     advantages, diagnostics, advantage_ms = advantages_of(run.config, share.turns)
+    if run.config.rollout.log_turns:
+        log_turns(run, iteration, share, advantages)
     rollout = gather_summary(run, iteration, summarize(share, diagnostics))
     update, update_s = update_policy(run, iteration, share.turns, advantages)
     metrics = (
@@ -183,6 +186,12 @@ def play_iteration(run: OpenedRun, iteration: int) -> tuple[RolloutShare, float]
     seconds = time.perf_counter() - t0
     share = RolloutShare(result.turns, result.episodes, result.dropped_groups, result.rerun_groups, run.stop.requested)
     return share, seconds
+
+
+def log_turns(run: OpenedRun, iteration: int, share: RolloutShare, advantages: np.ndarray) -> None:
+    """This host's turns of the iteration with their advantages (``ggtrain.turn_log``)."""
+    path = turn_log_path(run.run_dir, iteration + 1, run.host.process_index, run.host.process_count)
+    write_turn_log(path, turn_records(iteration + 1, share.turns, share.episodes, advantages))
 
 
 def summarize(share: RolloutShare, diagnostics: dict[str, Any]) -> HostSummary:

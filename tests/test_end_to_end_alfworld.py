@@ -47,10 +47,11 @@ def test_quickstart_path_on_two_real_games(tmp_path):
     """The quickstart config from an empty cache, as on a fresh clone: the shipped warm start installed by
     its alias, evaluated, updated and evaluated again (the build itself is tested in
     test_tiny_alfworld_build.py)."""
+    from env_bridge.games import TASK_TYPES, discover_games
     from ggtrain.policies.tiny_alfworld import recipe_hash, shipped_dir
 
     run, cache = tmp_path / "run", tmp_path / "cache"
-    proc = _train(run, *_sets(*SMALL), env={"GGTRAIN_CACHE": str(cache)})
+    proc = _train(run, *_sets(*SMALL, "RolloutConfig.log_turns=True"), env={"GGTRAIN_CACHE": str(cache)})
     assert "eval at step 0" in proc.stderr and "iter 1/1" in proc.stderr
     installed = cache / "models" / f"tiny-alfworld-{recipe_hash()}"
     assert (installed / "model.safetensors").read_bytes() == (shipped_dir() / "model.safetensors").read_bytes()
@@ -62,6 +63,13 @@ def test_quickstart_path_on_two_real_games(tmp_path):
         assert [o["step"] for o in outcomes] == [int(name[10:14])] * 2
         assert {o["split"] for o in outcomes} == {"valid_seen"}
         assert len({o["task_type"] for o in outcomes}) == 2  # the evaluation games interleave task types
+    turns = [json.loads(x) for x in (run / "turns" / "iteration_0001.jsonl").read_text().splitlines()]
+    train_games = {g.game_id for g in discover_games("train")}
+    (trained,) = [m for m in metrics if "train/graph/rows" in m]
+    assert len(turns) == trained["train/graph/rows"] and {t["traj"] for t in turns} == {0, 1}
+    for t in turns:  # each turn names its real game and task type
+        assert t["task_type"] in TASK_TYPES and t["game_id"].startswith(t["task_type"] + "-"), t
+        assert t["game_id"] in train_games, t["game_id"]
     config = json.loads((run / "config.json").read_text())
     assert {"estimator", "seed", "iterations", "data_dir", "model", "rollout", "eval", "loss"} <= set(config)
     assert config["rollout"]["action_format"] == "tags"

@@ -35,6 +35,7 @@ BINDINGS = [
     "EvalConfig.max_turns=2",
     "CheckpointConfig.async_save=False",
     "CheckpointConfig.keep_last=3",
+    "RolloutConfig.log_turns=True",
 ]
 TIMINGS = {"time", "train/rollout_s", "train/update_s", "train/iteration_s", "train/advantage_ms"}
 TIMINGS |= {"train/step_time_s", "train/tokens_per_s"}
@@ -108,9 +109,19 @@ def test_a_killed_ggpo_run_resumed_in_a_new_process_ends_bit_for_bit_like_an_uni
     assert _differ(learner, start) and _differ(reference, start) and _differ(behavior, start)
     assert _differ(reference, learner) and _differ(behavior, learner) and _differ(behavior, reference)
 
+    assert sorted(p.name for p in (killed / "turns").iterdir()) == ["iteration_0001.jsonl", "iteration_0002.jsonl"]
+    # as a crash after logging an iteration but before its checkpoint would leave them
+    for stale in ("iteration_0003.jsonl", "iteration_0004.jsonl", "iteration_0002.jsonl.tmp"):
+        (killed / "turns" / stale).write_text("stale\n")
+
     (code, err) = _finish(_train("--resume", str(killed)))
     assert code == 0, err[-3000:]
     assert f"resumed {killed} at iteration 2" in err
+    logged = sorted(p.name for p in (straight / "turns").iterdir())
+    assert logged == [f"iteration_000{i}.jsonl" for i in (1, 2, 3)]
+    assert sorted(p.name for p in (killed / "turns").iterdir()) == logged
+    for name in logged:
+        assert (killed / "turns" / name).read_bytes() == (straight / "turns" / name).read_bytes(), name
 
     final_straight, record_straight = _checkpoint(straight, 3)
     final_resumed, record_resumed = _checkpoint(killed, 3)
@@ -130,3 +141,27 @@ def test_a_killed_ggpo_run_resumed_in_a_new_process_ends_bit_for_bit_like_an_uni
     assert resumed_iteration["train/ggpo_kept_groups"] > 0 and resumed_iteration["train/ggpo_abs_log_ratio"] > 0
     outcomes = "eval/iteration_0003.jsonl"
     assert (killed / outcomes).read_text() == (straight / outcomes).read_text()
+    _assert_turn_log_is_what_the_estimator_saw_and_gave(straight)
+
+
+def _assert_turn_log_is_what_the_estimator_saw_and_gave(run: Path) -> None:
+    """Each iteration's turn log holds the iteration's rows and outcomes (as its metrics count them) and
+    the advantages the estimator gives those rows."""
+    from graph import compute_advantages_with_diagnostics
+
+    config = json.loads((run / "config.json").read_text())
+    metrics = {m["step"]: m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())}
+    nonzero = 0
+    for step in (1, 2, 3):
+        records = [json.loads(x) for x in (run / "turns" / f"iteration_{step:04d}.jsonl").read_text().splitlines()]
+        assert {r["iteration"] for r in records} == {step} and len(records) == metrics[step]["train/graph/rows"]
+        won = {r["traj"]: r["won"] for r in records}
+        assert sum(won.values()) / len(won) == metrics[step]["train/success_rate"]
+        assert all(r["game_id"].startswith("builtin:") and r["task_type"] == "" for r in records)
+        rows = {k: np.asarray([r[k] for r in records]) for k in ("group", "traj", "turn", "state", "next_state")}
+        rows |= {"env_reward": np.asarray([r["env_reward"] for r in records], np.float32)}
+        rows |= {"valid": np.asarray([r["valid"] for r in records])}
+        expected, _ = compute_advantages_with_diagnostics(config["estimator"], rows, **config["advantage"])
+        np.testing.assert_array_equal(np.float32([r["advantage"] for r in records]), np.asarray(expected))
+        nonzero += int(np.count_nonzero(expected))
+    assert nonzero > 0  # the comparison above compared real credit, not zeros
