@@ -1,0 +1,148 @@
+"""The tables of this folder's README, recomputed from its committed files (PLAN.md says what each is):
+
+1. ``expert_turns.jsonl`` (``expert_likelihood.py``): mean log-probability of the expert's answers, thoughts
+   and actions per task type, per the thought's milestone verb and per the action's verb, under the warm
+   start and each seed-2 policy, with the change against the warm start (``LOWERED``: fell by >= 0.69 nats).
+2. ``runs/<run>/turns/`` (the replays' turn logs): whether each replay's metrics equal the committed run's
+   (timings aside), training success per task type, and the advantages each action verb got in the cool
+   and heat groups, split by the episode's outcome.
+
+    python experiments/results/alfworld_seed2_turn_credit/summarize.py
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+COMMITTED = HERE.parent / "alfworld_comparison_16_row_mini_batches" / "runs"
+LOWERED = -0.69  # PLAN.md's rule: the expert's answer at most half as likely (geometric mean)
+PARTS = ("answer", "thought", "action")
+TIMINGS = {"time", "train/rollout_s", "train/update_s", "train/iteration_s", "train/advantage_ms"}
+TIMINGS |= {"train/step_time_s", "train/tokens_per_s"}
+FOCUS = ("pick_cool_then_place_in_recep", "pick_heat_then_place_in_recep")
+
+
+COMMANDS = {"go", "take", "put", "move", "open", "close", "toggle", "clean", "heat", "cool", "slice", "use"}
+COMMANDS |= {"look", "examine", "inventory", "help"}
+
+
+def verb(text: str) -> str:
+    return text.split()[0] if text.strip() else "(none)"
+
+
+def command_verb(action: str) -> str:
+    """The action's verb; a malformed answer's leftovers (``hink>``, ``desk 1``) are ``(not a command)``."""
+    return verb(action) if verb(action) in COMMANDS else "(not a command)"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def likelihood_tables(lines: list[dict]) -> None:
+    policies = [k for k in lines[0] if isinstance(lines[0][k], dict)]
+    keys = {
+        "task type": lambda r: r["task_type"],
+        "thought's milestone verb": lambda r: verb(r["thought"]),
+        "action verb": lambda r: verb(r["action"]),
+    }
+    for title, key in keys.items():
+        groups: dict[str, list[dict]] = collections.defaultdict(list)
+        for r in lines:
+            groups[key(r)].append(r)
+        print(f"\n## Expert turns by {title}: mean log-probability (change against the warm start)\n")
+        print("| " + title + " | turns | part | " + " | ".join(policies) + " |")
+        print("|---|---|---|" + "---|" * len(policies))
+        for name in sorted(groups):
+            rows = groups[name]
+            for part in PARTS:
+                warm = sum(r["warm_start"][part] for r in rows) / len(rows)
+                cells = [f"{warm:.3f}"]  # the first policy is the warm start
+                for p in policies[1:]:
+                    mean = sum(r[p][part] for r in rows) / len(rows)
+                    cells.append(f"{mean:.3f} ({mean - warm:+.3f}{' LOWERED' if mean - warm <= LOWERED else ''})")
+                print(f"| {name} | {len(rows)} | {part} | " + " | ".join(cells) + " |")
+
+
+def decision_table(lines: list[dict]) -> None:
+    """At the thought's first word of the expert turns pursuing clean, cool or heat: the mean probability
+    each policy gives each of the three verbs there (a row sums to at most 1; the rest goes elsewhere)."""
+    import math
+
+    chosen = [r for r in lines if "thought_first_word" in r["warm_start"]]
+    if not chosen:
+        return
+    policies = [k for k in chosen[0] if isinstance(chosen[0][k], dict)]
+    verbs = sorted(chosen[0]["warm_start"]["thought_first_word"])
+    print("\n## The decision: mean probability of each verb as the thought's first word, by the expert's verb\n")
+    print("| expert's verb | turns | policy | " + " | ".join(verbs) + " |\n|---|---|---|" + "---|" * len(verbs))
+    for expert in verbs:
+        rows = [r for r in chosen if verb(r["thought"]) == expert]
+        for p in policies:
+            means = [sum(math.exp(r[p]["thought_first_word"][v]) for r in rows) / len(rows) for v in verbs]
+            print(f"| {expert} | {len(rows)} | {p} | " + " | ".join(f"{m:.3f}" for m in means) + " |")
+
+
+def metrics_equal(replay: Path) -> str:
+    def strip(path: Path) -> list[dict]:
+        return [{k: v for k, v in m.items() if k not in TIMINGS} for m in read_jsonl(path / "metrics.jsonl")]
+
+    committed = COMMITTED / replay.name
+    if not (committed / "metrics.jsonl").exists():
+        return f"no committed run {committed.name} to compare with"
+    a, b = strip(replay), strip(committed)
+    if a == b:
+        return f"equal to the committed run's, timings aside ({len(a)} records)"
+    if a == b[: len(a)]:
+        return f"equal to the committed run's so far, timings aside ({len(a)} of {len(b)} records: still running?)"
+    first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return f"DIFFERS from the committed run's from record {first} (step {a[first]['step'] if first < len(a) else '?'})"
+
+
+def turn_tables(replay: Path) -> None:
+    turns = [t for path in sorted((replay / "turns").glob("iteration_*.jsonl")) for t in read_jsonl(path)]
+    print(f"\n## {replay.name}: {len(turns)} training turns, metrics {metrics_equal(replay)}\n")
+    episodes = {(t["iteration"], t["traj"]): t for t in turns}
+    by_type: dict[str, list[bool]] = collections.defaultdict(list)
+    for e in episodes.values():
+        by_type[e["task_type"]].append(e["won"])
+    print("| task type | training episodes | won | success |\n|---|---|---|---|")
+    for name, won in sorted(by_type.items()):
+        print(f"| {name} | {len(won)} | {sum(won)} | {sum(won) / len(won):.3f} |")
+    print(f"\n### {replay.name}, every task type: advantages by action verb (the ledger of each verb's credit)\n")
+    verb_table(turns, lambda t: (command_verb(t["action"]), ""))
+    for task_type in FOCUS:
+        print(f"\n### {replay.name}, {task_type}: advantages by action verb and the episode's outcome\n")
+        verb_table([t for t in turns if t["task_type"] == task_type], lambda t: (command_verb(t["action"]), t["won"]))
+
+
+def verb_table(turns: list[dict], key) -> None:
+    print("| verb | episode | turns | sum | mean | negative | zero | positive |\n|---|---|---|---|---|---|---|---|")
+    table: dict[tuple[str, object], list[float]] = collections.defaultdict(list)
+    for t in turns:
+        table[key(t)].append(t["advantage"])
+    for (name, won), values in sorted(table.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        neg, zero = sum(v < 0 for v in values), sum(v == 0 for v in values)
+        outcome = "any" if won == "" else ("won" if won else "lost")
+        print(
+            f"| {name} | {outcome} | {len(values)} | {sum(values):+.3f} | "
+            f"{sum(values) / len(values):+.4f} | {neg} | {zero} | {len(values) - neg - zero} |"
+        )
+
+
+def main() -> int:
+    if (HERE / "expert_turns.jsonl").exists():
+        lines = read_jsonl(HERE / "expert_turns.jsonl")
+        likelihood_tables(lines)
+        decision_table(lines)
+    for replay in sorted(p for p in (HERE / "runs").glob("*") if (p / "turns").is_dir()):
+        turn_tables(replay)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
