@@ -5,7 +5,7 @@ log-probability of its thought, its action and its whole answer under each polic
 ``summarize.py`` makes the tables from it. For the turns whose thought starts
 with a processing verb (clean, cool, heat), also the log-probability each policy gives each of the three
 verbs as the thought's first word. Needs the runs' checkpoints (kept on this machine, not committed),
-and scores this folder's replays (``runs/*-seed2``) too when they have finished.
+and scores this folder's other runs (``runs/*``, finished) too.
 
     python experiments/results/alfworld_seed2_turn_credit/expert_likelihood.py
 """
@@ -93,7 +93,7 @@ def main() -> int:
     ids = {tag: tokenizer.encode(tag, add_special_tokens=False)[0] for tag in ("</think>", "<action>", "</action>")}
     variants = process_variants(turns, records, tokenizer)
     policies = {"warm_start": (warm.config, warm.params)}
-    replays = [p for p in sorted((HERE / "runs").glob("*-seed2")) if p.name not in POLICIES]
+    replays = [p for p in sorted((HERE / "runs").iterdir()) if p.is_dir() and p.name not in POLICIES]
     for run in [RUNS / name for name in POLICIES] + replays:
         run_config = config_from_dict(json.loads((run / "config.json").read_text()))
         lm, params, step = restore_run_policy(run, run_config, model_dir(run_config.model.path, run.name))
