@@ -23,6 +23,7 @@ LOWERED = -0.69  # PLAN.md's rule: the expert's answer at most half as likely (g
 PARTS = ("answer", "thought", "action")
 TIMINGS = {"time", "train/rollout_s", "train/update_s", "train/iteration_s", "train/advantage_ms"}
 TIMINGS |= {"train/step_time_s", "train/tokens_per_s"}
+ROLLOUT_METRICS = ("train/success_rate", "train/mean_turns", "train/invalid_action_rate", "train/graph/rows")
 FOCUS = ("pick_cool_then_place_in_recep", "pick_heat_then_place_in_recep")
 
 
@@ -88,6 +89,9 @@ def decision_table(lines: list[dict]) -> None:
 
 
 def metrics_equal(replay: Path) -> str:
+    """How the replay's metrics compare with the committed run's: equal, or where they differ and by how much
+    (the rollout's own metrics, success, turns and invalid actions, apart from the update's)."""
+
     def strip(path: Path) -> list[dict]:
         return [{k: v for k, v in m.items() if k not in TIMINGS} for m in read_jsonl(path / "metrics.jsonl")]
 
@@ -97,10 +101,18 @@ def metrics_equal(replay: Path) -> str:
     a, b = strip(replay), strip(committed)
     if a == b:
         return f"equal to the committed run's, timings aside ({len(a)} records)"
-    if a == b[: len(a)]:
-        return f"equal to the committed run's so far, timings aside ({len(a)} of {len(b)} records: still running?)"
-    first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    return f"DIFFERS from the committed run's from record {first} (step {a[first]['step'] if first < len(a) else '?'})"
+    if len(a) != len(b) or [sorted(x) for x in a] != [sorted(y) for y in b]:
+        return f"not comparable with the committed run's ({len(a)} against {len(b)} records: still running?)"
+    rollout = [k for k in ROLLOUT_METRICS if any(x.get(k) != y.get(k) for x, y in zip(a, b, strict=True))]
+    differ = [(x["step"], k) for x, y in zip(a, b, strict=True) for k in x if x[k] != y[k]]
+    update = [(x[k], y[k]) for x, y in zip(a, b, strict=True) for k in x if x[k] != y[k] and "eval" not in k]
+    relative = max(abs(u - v) / max(abs(v), 1e-12) for u, v in update)
+    evaluations = sorted({step for step, k in differ if "eval" in k})
+    return (
+        f"DIFFERENT from the committed run's from step {differ[0][0]}: update metrics by at most {relative:.1e} "
+        f"relative, mid-run evaluations at steps {evaluations or 'none'}; the rollout metrics "
+        f"{'differ' if rollout else 'are equal in every iteration'}"
+    )
 
 
 def turn_tables(replay: Path) -> None:
