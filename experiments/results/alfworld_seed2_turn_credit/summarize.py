@@ -129,7 +129,10 @@ def turn_tables(replay: Path) -> None:
     verb_table(turns, lambda t: (command_verb(t["action"]), ""))
     for task_type in FOCUS:
         print(f"\n### {replay.name}, {task_type}: advantages by action verb and the episode's outcome\n")
-        verb_table([t for t in turns if t["task_type"] == task_type], lambda t: (command_verb(t["action"]), t["won"]))
+        chosen = [t for t in turns if t["task_type"] == task_type]
+        verb_table(chosen, lambda t: (command_verb(t["action"]), t["won"]))
+        won = [t["advantage"] for t in chosen if t["won"]]
+        print(f"\nturns of won episodes: {len(won)}, their advantages' sum {sum(won):+.3f}")
 
 
 def verb_table(turns: list[dict], key) -> None:
