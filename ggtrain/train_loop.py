@@ -39,7 +39,7 @@ from ggtrain.rollout_summary import HostSummary, episode_metrics, episode_totals
 from ggtrain.run import OpenedRun, StopFlag, training_games, unwritable
 from ggtrain.seeds import EVALUATION_SEEDS
 from ggtrain.sharding import host_local_copy
-from ggtrain.turn_log import turn_log_path, turn_records, write_turn_log
+from ggtrain.turn_log import turn_log_path, turn_records
 from graph import compute_advantages_with_diagnostics
 
 __all__ = ["Interrupted", "OpenedRun", "RolloutShare", "StopFlag", "train", "training_games"]
@@ -191,7 +191,7 @@ def play_iteration(run: OpenedRun, iteration: int) -> tuple[RolloutShare, float]
 def log_turns(run: OpenedRun, iteration: int, share: RolloutShare, advantages: np.ndarray) -> None:
     """This host's turns of the iteration with their advantages (``ggtrain.turn_log``)."""
     path = turn_log_path(run.run_dir, iteration + 1, run.host.process_index, run.host.process_count)
-    write_turn_log(path, turn_records(iteration + 1, share.turns, share.episodes, advantages))
+    write_outcomes(turn_records(iteration + 1, share.turns, share.episodes, advantages), path)
 
 
 def summarize(share: RolloutShare, diagnostics: dict[str, Any]) -> HostSummary:

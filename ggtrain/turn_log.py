@@ -4,12 +4,12 @@ advantage the estimator gave it, one JSON line per turn in ``RUN_DIR/turns/itera
 what the metrics' averages cannot: which actions of which task types the update pushed up or down.
 
 Like the metrics, the log follows checkpoints: a resumed run drops the files past its checkpoint (their
-iterations are played again) and every file is written whole or not at all.
+iterations are played again); the trainer writes each file whole or not at all
+(``ggtrain.evaluate.write_outcomes``).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,13 +67,6 @@ def turn_records(iteration: int, turns: Sequence[Turn], episodes: Sequence[Episo
             }
         )
     return records
-
-
-def write_turn_log(path: Path, records: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    tmp.replace(path)
 
 
 def drop_turn_logs_after(run_dir: Path, iteration: int) -> list[Path]:

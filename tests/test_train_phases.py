@@ -93,3 +93,44 @@ def test_one_process_exchanges_with_itself_only():
     host = HostExchange(timeout_s=5)
     assert host.exchange("x", {"a": 1}) == [{"a": 1}] and host.rounds == {}
     host.barrier("y")
+
+
+def test_turn_log_names_real_games_and_refuses_rows_that_do_not_match(tmp_path):
+    from env_bridge.games import discover_games
+    from env_bridge.rollout import Turn
+    from ggtrain.turn_log import drop_turn_logs_after, game_fields, turn_log_path, turn_records
+
+    game = discover_games("valid_seen")[0]
+    assert game_fields(str(game.path)) == {"game_id": game.game_id, "task_type": game.task_type}
+    assert game_fields("builtin:5:2:3") == {"game_id": "builtin:5:2:3", "task_type": ""}
+    turn = Turn(
+        group=0,
+        traj=1,
+        turn=0,
+        prompt_ids=[1],
+        response_ids=[2, 3],
+        logprobs=np.float32([-0.5, -0.25]),
+        env_reward=0.0,
+        valid=True,
+        state=0,
+        next_state=1,
+        policy_version=0,
+        action="look",
+        response_text="look",
+    )
+    played = Episode(group=0, traj=1, game=str(game.path), won=True, turns=4, invalid=0)
+    other = Episode(group=0, traj=2, game=str(game.path), won=True, turns=4, invalid=0)
+    (record,) = turn_records(3, [turn], [played], np.float32([0.5]))
+    assert (record["iteration"], record["advantage"], record["logprob"], record["won"]) == (3, 0.5, -0.75, True)
+    assert (record["game_id"], record["task_type"], record["episode_turns"]) == (game.game_id, game.task_type, 4)
+    with pytest.raises(ValueError, match="1 turns but advantages of shape"):
+        turn_records(3, [turn], [played], np.float32([0.5, 0.5]))
+    with pytest.raises(ValueError, match="trajectory 1 has no episode"):
+        turn_records(3, [turn], [other], np.float32([0.5]))
+    assert turn_log_path(tmp_path, 7, 1, 2).name == "iteration_0007.process1.jsonl"
+    for name in ("iteration_0002.jsonl", "iteration_0003.process0.jsonl", "iteration_0003.jsonl.tmp", "notes.txt"):
+        (tmp_path / "turns").mkdir(exist_ok=True)
+        (tmp_path / "turns" / name).write_text("x\n")
+    dropped = drop_turn_logs_after(tmp_path, 2)
+    assert sorted(p.name for p in dropped) == ["iteration_0003.jsonl.tmp", "iteration_0003.process0.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "turns").iterdir()) == ["iteration_0002.jsonl", "notes.txt"]
