@@ -6,6 +6,8 @@
 2. ``runs/<run>/turns/`` (the replays' turn logs): whether each replay's metrics equal the committed run's
    (timings aside), training success per task type, and the advantages each action verb got in the cool
    and heat groups, split by the episode's outcome.
+3. ``runs/<run>/eval_final/`` (measurements 4 and 5): valid_seen wins per evaluation seed, paired to the
+   warm start's five seeds, and per task type, beside the five-seed folder's seed-2 runs.
 
     python experiments/results/alfworld_seed2_turn_credit/summarize.py
 """
@@ -149,6 +151,32 @@ def verb_table(turns: list[dict], key) -> None:
         )
 
 
+def evaluations() -> None:
+    """Measurements 4 and 5: this folder's runs' valid_seen evaluations beside the warm start's five seeds
+    and the five-seed folder's seed-2 runs, with its functions (wins per seed, paired to the warm start
+    over (game, seed) pairs resampling games, wins per task type)."""
+    import importlib.util
+
+    folder = HERE.parent / "alfworld_16_row_runs_five_evaluation_seeds"
+    spec = importlib.util.spec_from_file_location("five_seeds", folder / "summarize.py")
+    assert spec is not None and spec.loader is not None
+    five = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(five)
+    warm_records = five.records_by_seed(folder / "warm_start")
+    warm = five.wins_by_seed(warm_records)
+    summary = {"warm_start": five.describe(warm) | five.by_task_type(warm_records)}
+    runs = [folder / "runs" / name for name in five.RUNS]
+    runs += [p for p in sorted((HERE / "runs").iterdir()) if (p / "eval_final" / "valid_seen.jsonl").exists()]
+    for run in runs:
+        records = five.records_by_seed(run / "eval_final")
+        wins = five.wins_by_seed(records)
+        name = f"{run.name} ({'this folder' if run.parent.parent == HERE else 'five-seed folder'})"
+        summary[name] = five.describe(wins) | {"paired_to_the_warm_start": five.paired(wins, warm)}
+        summary[name] |= five.by_task_type(records)
+    print("\n## Valid_seen evaluations (measurements 4 and 5)\n")
+    print(json.dumps(summary, indent=1))
+
+
 def main() -> int:
     if (HERE / "expert_turns.jsonl").exists():
         lines = read_jsonl(HERE / "expert_turns.jsonl")
@@ -156,6 +184,7 @@ def main() -> int:
         decision_table(lines)
     for replay in sorted(p for p in (HERE / "runs").glob("*") if (p / "turns").is_dir()):
         turn_tables(replay)
+    evaluations()
     return 0
 
 
