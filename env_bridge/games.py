@@ -38,13 +38,17 @@ class Game:
 
     @property
     def game_id(self) -> str:
-        """``<task folder>/<trial folder>``: unique within a split."""
-        return f"{self.path.parent.parent.name}/{self.path.parent.name}"
+        return game_id_of(self.path)
 
     @property
     def task(self) -> str:
         """The task folder (task type, object, receptacle and scene number): every trial of a task shares it."""
         return self.path.parent.parent.name
+
+
+def game_id_of(path: Path) -> str:
+    """A game file's ``<task folder>/<trial folder>``: unique within a split."""
+    return f"{path.parent.parent.name}/{path.parent.name}"
 
 
 def task_type_of(task_folder: str) -> str:

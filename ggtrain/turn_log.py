@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from env_bridge.games import task_type_of
+from env_bridge.games import game_id_of, task_type_of
 from env_bridge.rollout import Episode, Turn
 
 FOLDER = "turns"
@@ -34,8 +34,8 @@ def game_fields(game: str) -> dict[str, str]:
     """``game_id`` and ``task_type`` of an ALFWorld game file; a built-in game is its own id."""
     if game.startswith("builtin:"):
         return {"game_id": game, "task_type": ""}
-    task, trial = Path(game).parent.parent.name, Path(game).parent.name
-    return {"game_id": f"{task}/{trial}", "task_type": task_type_of(task)}
+    path = Path(game)
+    return {"game_id": game_id_of(path), "task_type": task_type_of(path.parent.parent.name)}
 
 
 def turn_records(iteration: int, turns: Sequence[Turn], episodes: Sequence[Episode], advantages: Any) -> list[dict]:

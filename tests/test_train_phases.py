@@ -128,8 +128,8 @@ def test_turn_log_names_real_games_and_refuses_rows_that_do_not_match(tmp_path):
     with pytest.raises(ValueError, match="trajectory 1 has no episode"):
         turn_records(3, [turn], [other], np.float32([0.5]))
     assert turn_log_path(tmp_path, 7, 1, 2).name == "iteration_0007.process1.jsonl"
+    (tmp_path / "turns").mkdir()
     for name in ("iteration_0002.jsonl", "iteration_0003.process0.jsonl", "iteration_0003.jsonl.tmp", "notes.txt"):
-        (tmp_path / "turns").mkdir(exist_ok=True)
         (tmp_path / "turns" / name).write_text("x\n")
     dropped = drop_turn_logs_after(tmp_path, 2)
     assert sorted(p.name for p in dropped) == ["iteration_0003.jsonl.tmp", "iteration_0003.process0.jsonl"]
