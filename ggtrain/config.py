@@ -126,6 +126,9 @@ class RolloutConfig:
     # folder) is one of the evaluation games' tasks: other trials of the tasks it is evaluated on, so the
     # games stay disjoint but the rooms and goals are the same (ALFWorld only)
     evaluation_tasks_only: bool = False
+    # draw the task groups' games so that every task type gets the same number of groups over the run
+    # (seeded rounds of all the types, ggtrain.game_draws), not uniformly over the games (ALFWorld only)
+    balance_task_types: bool = False
     builtin_games: tuple[str, ...] = ("builtin:5:2:3", "builtin:6:1:4", "builtin:7:3:5", "builtin:5:4:1")
     groups_per_iteration: int = 16
     group_size: int = 8

@@ -120,6 +120,13 @@ def model_directory(config: TrainConfig) -> Path:
     return model_dir(config.model.path, "ModelSpec.path =")
 
 
+# the RolloutConfig switches that need ALFWorld's games, and what only those have
+ALFWORLD_ONLY = {
+    "evaluation_tasks_only": "ALFWorld games have tasks with several trials",
+    "balance_task_types": "ALFWorld games have task types",
+}
+
+
 def check_config(config: TrainConfig, processes: int, devices: list[jax.Device]) -> None:
     """The whole resolved configuration: every field's range and choices (``check_values``), and what
     needs the job's ``processes`` and ``devices``. Called before anything is written."""
@@ -147,11 +154,11 @@ def check_config(config: TrainConfig, processes: int, devices: list[jax.Device])
         check_rows_stay_home(built)  # then each host's share, rows / processes, splits over its own shards
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    if config.rollout.env != "alfworld" and config.rollout.evaluation_tasks_only:
-        raise ConfigError(
-            f"RolloutConfig.evaluation_tasks_only = True with RolloutConfig.env = {config.rollout.env!r}: only"
-            " ALFWorld games have tasks with several trials"
-        )
+    for field, why in ALFWORLD_ONLY.items():
+        if config.rollout.env != "alfworld" and getattr(config.rollout, field):
+            raise ConfigError(
+                f"RolloutConfig.{field} = True with RolloutConfig.env = {config.rollout.env!r}: only {why}"
+            )
     if config.loss.name == "ggpo" and config.batch.drop_zero_advantage_turns:
         raise ConfigError(
             "BatchConfig.drop_zero_advantage_turns = True with LossConfig.name = 'ggpo': GGPO's loss compares"

@@ -64,6 +64,12 @@ class RunSeeds:
             "base": self.base,
             "training": f"jax.random.PRNGKey({self.base}): the train state's rng",
             "group_choice": f"numpy.random.default_rng([{self.base}, iteration]).choice(games, groups_per_iteration)",
+            "balanced_group_choice": (
+                f"RolloutConfig.balance_task_types: round r orders the sorted task types by"
+                f" numpy.random.default_rng([{self.base}, r, 1]).permutation; iteration i's groups take positions"
+                " i * groups_per_iteration onwards, each a game of its type drawn with"
+                f" numpy.random.default_rng([{self.base}, i]) (ggtrain.game_draws)"
+            ),
             "environment": (
                 f"{self.base} * {ENVIRONMENT_STRIDE} + iteration + trajectory id"
                 f" (+ {RERUN_SEED_STRIDE} per re-run of a failed group)"

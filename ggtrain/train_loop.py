@@ -30,6 +30,7 @@ from env_bridge.rollout import Episode, SamplerPolicy, Turn
 from ggtrain.config import TrainConfig, config_to_dict
 from ggtrain.distributed import fail_fast
 from ggtrain.evaluate import evaluate, summarize_outcomes, write_outcomes
+from ggtrain.game_draws import choose_balanced_games, choose_games
 from ggtrain.host_batches import Epoch, host_epochs, host_rows, turns_with_signal
 from ggtrain.host_exchange import HostExchange, PeerTimeout
 from ggtrain.interrupted import Interrupted
@@ -160,15 +161,20 @@ def host_share(count: int, host: HostExchange) -> list[int]:
     return list(range(host.process_index, count, host.process_count))
 
 
-def choose_games(games: list[str], count: int, rng: np.random.Generator) -> list[str]:
-    """The iteration's task groups' games (with repeats only when there are fewer games than groups)."""
-    return [games[i] for i in rng.choice(len(games), count, replace=len(games) < count)]
+def iteration_games(run: OpenedRun, iteration: int) -> list[str]:
+    """The games of iteration ``iteration``'s task groups (``ggtrain.game_draws``), the same on every host."""
+    rollout, seeds = run.config.rollout, run.seeds
+    if rollout.balance_task_types:
+        return choose_balanced_games(
+            run.games, rollout.groups_per_iteration, seeds.base, iteration, seeds.group_choice(iteration)
+        )
+    return choose_games(run.games, rollout.groups_per_iteration, seeds.group_choice(iteration))
 
 
 def play_iteration(run: OpenedRun, iteration: int) -> tuple[RolloutShare, float]:
     """This host's whole task groups played by the behavior policy; returns its share and the seconds."""
     rollout = run.config.rollout
-    chosen = choose_games(run.games, rollout.groups_per_iteration, run.seeds.group_choice(iteration))
+    chosen = iteration_games(run, iteration)
     mine = host_share(len(chosen), run.host)
     behavior = host_local_copy(run.updater.state.behavior_params, run.sampler_layout)
     policy = SamplerPolicy(run.sampler, behavior, run.sampling, run.seeds.rollout_key(iteration))

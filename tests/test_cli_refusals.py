@@ -59,6 +59,11 @@ def _error_lines(capsys) -> list[str]:
             "RolloutConfig.evaluation_tasks_only=True",
             "RolloutConfig.evaluation_tasks_only = True with RolloutConfig.env = 'builtin'",
         ),
+        (
+            "RolloutConfig.balance_task_types=True",
+            "RolloutConfig.balance_task_types = True with RolloutConfig.env = 'builtin': only ALFWorld games have"
+            " task types",
+        ),
     ],
 )
 def test_a_bad_value_is_refused_by_name_before_the_run_directory_exists(tmp_path, capsys, binding, expected):

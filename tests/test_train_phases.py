@@ -33,7 +33,9 @@ def test_seeds_keep_the_values_runs_have_always_used():
     )
     recorded = seeds.manifest()
     assert recorded["base"] == 5 and "5 * 100003" in recorded["environment"] and recorded["evaluation"]["seeds"] == [0]
-    assert set(recorded) == {"base", "training", "group_choice", "environment", "rollout", "collate", "evaluation"}
+    streams = {"training", "group_choice", "balanced_group_choice", "environment", "rollout", "collate", "evaluation"}
+    assert set(recorded) == {"base"} | streams
+    assert "default_rng([5, r, 1]).permutation" in recorded["balanced_group_choice"]
 
 
 def _episode(traj: int, won: bool, turns: int, invalid: int) -> Episode:
