@@ -139,6 +139,8 @@ class StudyMismatch(ValueError):
 
 
 WARM_START_SECTIONS = ("data_dir", "model", "rollout", "eval")  # what decides how the warm start plays
+# rollout fields that only decide which training games are drawn and what a training run logs
+TRAINING_ONLY_FIELDS = ("rollout.balance_task_types", "rollout.log_turns")
 
 
 def warm_start_folders(out: Path) -> list[Path]:
@@ -153,8 +155,9 @@ def check_run_configs(out: Path, iterations: int | None, sets: list[str]) -> Non
     """Refuses a start under which any run already in ``out/runs`` would resolve to other values than its
     ``config.json`` (finished runs are skipped by their files alone, so a changed ``--set``,
     ``--iterations`` or gin file would silently mix two configurations in one report), or under which the
-    warm start would be evaluated with other games, prompt, sampling or model (``WARM_START_SECTIONS``:
-    its advantage and optimizer settings never change what it plays). The resolved values are compared,
+    warm start would be evaluated with other games, prompt, sampling or model (``WARM_START_SECTIONS`` but
+    ``TRAINING_ONLY_FIELDS``: its advantage and optimizer settings, and a run's training draws and logs,
+    never change what it plays). The resolved values are compared,
     so an edit that changes no value (a comment) is not a change."""
     from ggtrain.config import config_file, resolve_config
 
@@ -215,8 +218,9 @@ def _changes(stored: Path, now: Any, sections: tuple[str, ...] | None) -> list[s
     then, new = config_to_dict(config_from_dict(json.loads(stored.read_text()))), config_to_dict(now)
     if sections is not None:
         then, new = ({k: d[k] for k in sections} for d in (then, new))
-    label = _folder_label(stored)
-    return [f"{label} {k}: {a!r} -> {b!r}" for k, (a, b) in config_differences(then, new).items()]
+    label, differences = _folder_label(stored), config_differences(then, new)
+    ignored = TRAINING_ONLY_FIELDS if sections is not None else ()
+    return [f"{label} {k}: {a!r} -> {b!r}" for k, (a, b) in differences.items() if k not in ignored]
 
 
 def _folder_label(path: Path) -> str:

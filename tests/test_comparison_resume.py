@@ -170,6 +170,7 @@ def test_a_study_folder_refuses_a_start_that_would_play_the_warm_start_otherwise
     warm = resolve_config([config_file("graphgpo"), config_file(CONFIG)], ["AdvantageConfig.invalid_penalty=0.1"])
     write_resolved_config(warm, tmp_path / folder)
     check_run_configs(tmp_path, None, [])  # its advantages never change what it plays
+    check_run_configs(tmp_path, None, ["RolloutConfig.balance_task_types=True", "RolloutConfig.log_turns=True"])
     with pytest.raises(StudyMismatch, match=rf"\({folder} rollout\.max_turns: 25 -> 30\)"):
         check_run_configs(tmp_path, None, ["RolloutConfig.max_turns=30"])
 
