@@ -88,7 +88,7 @@ def final_table(runs: list[Path]) -> None:
 
 
 def main() -> None:
-    runs = sorted(p for p in (HERE / "runs").iterdir() if p.is_dir() and "-seed" in p.name)
+    runs = sorted(p.parent.parent for p in (HERE / "runs").glob("*-seed*/eval_final/valid_unseen.jsonl"))  # finished
     training_table(runs)
     decision_table()
     final_table(runs)
