@@ -51,6 +51,11 @@ def game_id_of(path: Path) -> str:
     return f"{path.parent.parent.name}/{path.parent.name}"
 
 
+def game_task_type(path: Path) -> str:
+    """A game file's task type, from its task folder's name."""
+    return task_type_of(path.parent.parent.name)
+
+
 def task_type_of(task_folder: str) -> str:
     for task in TASK_TYPES:
         if task_folder.startswith(task + "-"):
@@ -98,7 +103,7 @@ def discover_games(
         raise FileNotFoundError(f"{root}: split {split!r} not found; {HOW_TO_GET}")
     games = []
     for path in sorted(root.glob(f"*/*/{GAME_FILE}")):
-        task = task_type_of(path.parent.parent.name)
+        task = game_task_type(path)
         if task_types and task not in task_types:
             continue
         if not include_unsolvable and not json.loads(path.read_text()).get("solvable", True):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env_bridge.games import task_type_of
+from env_bridge.games import game_task_type
 
 ROUND_STREAM = 1  # keeps the rounds' permutations apart from the iterations' game draws ([seed, iteration])
 
@@ -24,11 +24,6 @@ ROUND_STREAM = 1  # keeps the rounds' permutations apart from the iterations' ga
 def choose_games(games: Sequence[str], count: int, rng: np.random.Generator) -> list[str]:
     """The iteration's task groups' games (with repeats only when there are fewer games than groups)."""
     return [games[i] for i in rng.choice(len(games), count, replace=len(games) < count)]
-
-
-def game_task_type(path: str) -> str:
-    """The task type of an ALFWorld game file ``<split>/<task folder>/<trial folder>/game.tw-pddl``."""
-    return task_type_of(Path(path).parent.parent.name)
 
 
 def round_order(seed: int, round_index: int, types: int) -> np.ndarray:
@@ -52,7 +47,7 @@ def choose_balanced_games(
     the type has enough games)."""
     by_type: dict[str, list[str]] = {}
     for game in games:
-        by_type.setdefault(game_task_type(game), []).append(game)
+        by_type.setdefault(game_task_type(Path(game)), []).append(game)
     types = scheduled_task_types(sorted(by_type), seed, iteration, count)
     drawn = {t: iter(choose_games(by_type[t], types.count(t), rng)) for t in sorted(set(types))}
     return [next(drawn[t]) for t in types]

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from env_bridge.games import game_id_of, task_type_of
+from env_bridge.games import game_id_of, game_task_type
 from env_bridge.rollout import Episode, Turn
 
 FOLDER = "turns"
@@ -35,7 +35,7 @@ def game_fields(game: str) -> dict[str, str]:
     if game.startswith("builtin:"):
         return {"game_id": game, "task_type": ""}
     path = Path(game)
-    return {"game_id": game_id_of(path), "task_type": task_type_of(path.parent.parent.name)}
+    return {"game_id": game_id_of(path), "task_type": game_task_type(path)}
 
 
 def turn_records(iteration: int, turns: Sequence[Turn], episodes: Sequence[Episode], advantages: Any) -> list[dict]:

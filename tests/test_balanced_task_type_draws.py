@@ -6,13 +6,15 @@ draws are a pure function of the seed and the iteration, and off by default."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from env_bridge.games import game_task_type
 from ggtrain.config import config_file, resolve_config
-from ggtrain.game_draws import choose_games, game_task_type, scheduled_task_types
+from ggtrain.game_draws import choose_games, scheduled_task_types
 from ggtrain.run import training_games
 from ggtrain.seeds import RunSeeds
 from ggtrain.train_loop import iteration_games
@@ -33,14 +35,18 @@ def _run(games: list[str], seed: int, balanced: bool) -> Any:
     return SimpleNamespace(config=config, seeds=RunSeeds(seed), games=games)
 
 
+def _task_type(game: str) -> str:
+    return game_task_type(Path(game))
+
+
 def _type_counts(draws: list[list[str]]) -> Counter[str]:
-    return Counter(game_task_type(game) for drawn in draws for game in drawn)
+    return Counter(_task_type(game) for drawn in draws for game in drawn)
 
 
 def test_every_task_type_gets_the_same_number_of_groups(games):
     run = _run(games, seed=2, balanced=True)
     draws = [iteration_games(run, i) for i in range(ITERATIONS)]
-    types = {game_task_type(g) for g in games}
+    types = {_task_type(g) for g in games}
     assert _type_counts(draws) == {t: 8 for t in types}
     for done in range(1, ITERATIONS + 1):
         counts = _type_counts(draws[:done])
@@ -51,17 +57,17 @@ def test_every_task_type_gets_the_same_number_of_groups(games):
 
 
 def test_each_group_plays_a_distinct_game_of_its_scheduled_type(games):
-    types = sorted({game_task_type(g) for g in games})
+    types = sorted({_task_type(g) for g in games})
     for iteration in range(ITERATIONS):
         drawn = iteration_games(_run(games, seed=2, balanced=True), iteration)
-        assert [game_task_type(g) for g in drawn] == scheduled_task_types(types, 2, iteration, GROUPS)
+        assert [_task_type(g) for g in drawn] == scheduled_task_types(types, 2, iteration, GROUPS)
         assert len(set(drawn)) == GROUPS and set(drawn) <= set(games)
 
 
 def test_the_draws_depend_on_the_seed_and_iteration_only(games):
     again = [iteration_games(_run(games, seed=2, balanced=True), i) for i in (7, 3)]
     assert again == [iteration_games(_run(games, seed=2, balanced=True), i) for i in (7, 3)]
-    types = sorted({game_task_type(g) for g in games})
+    types = sorted({_task_type(g) for g in games})
     orders = {seed: [scheduled_task_types(types, seed, i, GROUPS) for i in range(3)] for seed in (0, 1, 2)}
     assert orders[0] != orders[1] != orders[2] != orders[0]
 
